@@ -1,0 +1,1 @@
+"""Catalog model and code generation: ``catalog/*.yaml`` -> typed model -> ``generated/``."""

@@ -1,0 +1,5 @@
+import sys
+
+from codegen.render import main
+
+sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from torchdevice.cli import main
+
+sys.exit(main())

@@ -1,0 +1,33 @@
+"""The ``torchdevice`` command line: each subcommand lives in its own module.
+
+A subcommand module exposes ``configure(parser)`` and ``run(args) -> int`` and imports heavy
+dependencies (torch, libcst, the catalog) only inside ``run``, so ``torchdevice --help`` is quick.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMANDS = {
+    "run": ("torchdevice.runner", "run a Python program with torchdevice active, like `python`"),
+    "rewrite": ("torchdevice.rewrite.command", "rewrite CUDA-specific source into device-agnostic PyTorch"),
+    "catalog": ("torchdevice.catalog_command", "statistics and look-ups in the torch API catalog"),
+    "doctor": ("torchdevice.doctor", "what this machine offers and what the runtime would do"),
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="torchdevice", description="Run CUDA-written PyTorch code anywhere.")
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module, help_text) in COMMANDS.items():
+        command = sub.add_parser(name, help=help_text, description=help_text)
+        importlib.import_module(module).configure(command)
+        command.set_defaults(module=module)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+    return importlib.import_module(args.module).run(args)
