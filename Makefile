@@ -31,7 +31,7 @@ check-generated: $(STAMP)
 	$(PY) -m codegen --check
 
 status: $(STAMP)
-	$(PY) -m codegen.status
+	$(PY) -m codegen.status -n $(JOBS)
 
 bench: $(STAMP)
 	$(PY) -m bench

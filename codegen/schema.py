@@ -83,7 +83,10 @@ def convert(hint: Any, node: yaml.Node, path: Path, entry: str | None, field: st
         if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null":
             if type(None) in args:
                 return None
-        for option in (a for a in args if a is not type(None)):
+        options = [a for a in args if a is not type(None)]
+        if len(options) == 1:
+            return convert(options[0], node, path, entry, field)
+        for option in options:
             try:
                 return convert(option, node, path, entry, field)
             except CatalogError:
@@ -117,4 +120,6 @@ def convert(hint: Any, node: yaml.Node, path: Path, entry: str | None, field: st
 
 
 def _describe(hint: Any) -> str:
-    return getattr(hint, "__name__", str(hint))
+    if get_origin(hint) is Literal:
+        return "one of " + ", ".join(repr(a) for a in get_args(hint))
+    return "null" if hint is type(None) else getattr(hint, "__name__", str(hint))

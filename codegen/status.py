@@ -1,0 +1,92 @@
+"""``make status``: run the generated per-op tests and record what they measured in ``catalog/status.yaml``.
+
+Each generated test module names the :class:`~codegen.model.Status` field it measures in
+``STATUS_FIELD`` and parametrizes with the entry's qualified name as the test id. This module is
+also a pytest plugin (``-p codegen.status``) that tags each report with ``(field, entry)``; the
+controlling process folds the outcomes into the status file: ``pass`` when every test of an entry
+passed, ``fail`` when one failed, nothing when all were skipped. Fields measured elsewhere (cuda,
+mps on machines that have them) are kept.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from codegen.model import MEASURED
+
+ROOT = Path(__file__).resolve().parent.parent
+STATUS_FILE = ROOT / "catalog" / "status.yaml"
+TAG = "torchdevice-status"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    field = getattr(getattr(item, "module", None), "STATUS_FIELD", None)
+    callspec = getattr(item, "callspec", None)
+    if field in MEASURED and callspec is not None:
+        outcome.get_result().user_properties.append((TAG, (field, callspec.id)))
+
+
+class Recorder:
+    """Collects per-(field, entry) outcomes in the controlling process (xdist forwards reports)."""
+
+    def __init__(self) -> None:
+        self.results: dict[tuple[str, str], str] = {}
+
+    def pytest_runtest_logreport(self, report) -> None:
+        for key, value in report.user_properties:
+            if key != TAG:
+                continue
+            field, entry = value
+            if report.failed:
+                self.results[(field, entry)] = "fail"
+            elif report.passed and report.when == "call":
+                self.results.setdefault((field, entry), "pass")
+
+
+def merge(existing: dict, results: dict[tuple[str, str], str]) -> dict:
+    """Existing status with the measured fields replaced by this run's results."""
+    measured_fields = {field for field, _ in results}
+    merged: dict[str, dict[str, str]] = {}
+    for name, fields in existing.items():
+        kept = {f: v for f, v in fields.items() if f not in measured_fields}
+        if kept:
+            merged[name] = kept
+    for (field, name), verdict in results.items():
+        merged.setdefault(name, {})[field] = verdict
+    return {name: dict(sorted(fields.items(), key=lambda kv: MEASURED.index(kv[0])))
+            for name, fields in sorted(merged.items())}
+
+
+def write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def record(pytest_args: list[str], status_file: Path = STATUS_FILE) -> int:
+    """Run pytest with ``pytest_args`` and fold the per-entry outcomes into ``status_file``."""
+    recorder = Recorder()
+    code = pytest.main(["-p", "codegen.status", "-q", "-p", "no:cacheprovider", *pytest_args], plugins=[recorder])
+    if not recorder.results:
+        print("no per-op results recorded; status file left unchanged", file=sys.stderr)
+        return 1
+    existing = yaml.safe_load(status_file.read_text()) if status_file.exists() else {}
+    status = merge(existing or {}, recorder.results)
+    header = "# Measured by `make status` (generated per-op tests); do not edit.\n"
+    write_atomic(status_file, header + yaml.safe_dump(status, sort_keys=False, width=1000))
+    passed = sum(v == "pass" for v in recorder.results.values())
+    print(f"recorded {len(recorder.results)} results ({passed} pass) in {status_file}")
+    return 0 if code in (0, 1) else int(code)
+
+
+if __name__ == "__main__":
+    sys.exit(record([str(ROOT / "generated" / "tests"), *sys.argv[1:]]))
