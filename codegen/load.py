@@ -52,7 +52,7 @@ def _load_scanned(directory: Path) -> tuple[str, list[Entry]]:
     seen: dict[str, Path] = {}
     for path in files:
         try:
-            doc = yaml.load(path.read_text(encoding="utf-8"), Loader=schema.Loader)
+            doc = yaml.load(path.read_text(encoding="utf-8"), Loader=schema.FastLoader)
         except yaml.YAMLError as exc:
             raise CatalogError(path, None, None, f"invalid YAML: {exc}") from None
         if not isinstance(doc, dict) or not isinstance(doc.get("entries"), list):

@@ -73,6 +73,9 @@ class Entry:
 
     @property
     def namespace(self) -> str:
+        """Where the entry lives: ``torch.Tensor`` for methods, ``torch.ops.aten`` for every aten overload."""
+        if self.kind == "op_overload":
+            return "torch.ops.aten"
         return self.name.rpartition(".")[0]
 
     @property
@@ -109,12 +112,12 @@ def parse_signature(signature: str) -> tuple[Param, ...]:
     params: list[Param] = []
     positional = a.posonlyargs + a.args
     defaults: list[ast.expr | None] = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
-    for i, (arg, default) in enumerate(zip(positional, defaults)):
+    for i, (arg, default) in enumerate(zip(positional, defaults, strict=True)):
         kind = "positional_only" if i < len(a.posonlyargs) else "positional_or_keyword"
         params.append(_param(arg, kind, default))
     if a.vararg:
         params.append(_param(a.vararg, "var_positional", None))
-    for arg, default in zip(a.kwonlyargs, a.kw_defaults):
+    for arg, default in zip(a.kwonlyargs, a.kw_defaults, strict=True):
         params.append(_param(arg, "keyword_only", default))
     if a.kwarg:
         params.append(_param(a.kwarg, "var_keyword", None))

@@ -8,6 +8,7 @@ and nested dataclasses), unknown keys and missing required keys are errors.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from pathlib import Path
@@ -17,6 +18,25 @@ import yaml
 
 Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _constructor = yaml.constructor.SafeConstructor()
+
+
+class FastLoader(Loader):  # type: ignore[misc, valid-type]
+    """libyaml's safe loader with eager (non-generator) mapping and list construction.
+
+    Plain data only (no anchors that refer to their own parent), about twice as fast on the scanned catalog.
+    """
+
+
+def _mapping(loader: yaml.BaseLoader, node: yaml.MappingNode) -> dict:
+    return {loader.construct_object(k, deep=True): loader.construct_object(v, deep=True) for k, v in node.value}
+
+
+def _sequence(loader: yaml.BaseLoader, node: yaml.SequenceNode) -> list:
+    return [loader.construct_object(v, deep=True) for v in node.value]
+
+
+FastLoader.add_constructor("tag:yaml.org,2002:map", _mapping)
+FastLoader.add_constructor("tag:yaml.org,2002:seq", _sequence)
 
 
 class CatalogError(ValueError):
@@ -51,8 +71,7 @@ def build(cls: type, node: yaml.Node, path: Path, entry: str | None = None) -> A
     """Construct dataclass ``cls`` from mapping ``node``, validating every field."""
     if not isinstance(node, yaml.MappingNode):
         raise CatalogError(path, line_of(node), entry, f"expected a mapping for {cls.__name__}")
-    hints = get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints, fields = _fields(cls)
     values: dict[str, Any] = {}
     for key_node, value_node in node.value:
         key = key_node.value
@@ -67,6 +86,11 @@ def build(cls: type, node: yaml.Node, path: Path, entry: str | None = None) -> A
         if required and name not in values:
             raise CatalogError(path, line_of(node), entry, f"missing required field {name!r}")
     return cls(**values)
+
+
+@functools.cache
+def _fields(cls: type) -> tuple[dict[str, Any], dict[str, dataclasses.Field]]:
+    return get_type_hints(cls), {f.name: f for f in dataclasses.fields(cls)}
 
 
 def convert(hint: Any, node: yaml.Node, path: Path, entry: str | None, field: str) -> Any:

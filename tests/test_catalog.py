@@ -115,7 +115,8 @@ def test_bad_literal(tmp_path):
 def test_scanned_entry_with_bad_kernel(tmp_path):
     root = make_catalog(tmp_path)
     path = root / "scanned" / "torch.yaml"
-    path.write_text(path.read_text().replace("mps: native}\n  policy: passthrough", "mps: maybe}\n  policy: passthrough"))
+    bad = path.read_text().replace("mps: native}\n  policy: passthrough", "mps: maybe}\n  policy: passthrough")
+    path.write_text(bad)
     with pytest.raises(CatalogError, match=r"torch\.yaml \(entry torch\.add\): bad kernels"):
         load(root)
 

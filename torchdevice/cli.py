@@ -18,16 +18,19 @@ COMMANDS = {
 }
 
 
-def parser() -> argparse.ArgumentParser:
+def parser(chosen: str | None = None) -> argparse.ArgumentParser:
+    """The command-line parser; only the ``chosen`` subcommand's module is imported to configure it."""
     top = argparse.ArgumentParser(prog="torchdevice", description="Run CUDA-written PyTorch code anywhere.")
     sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module, help_text) in COMMANDS.items():
         command = sub.add_parser(name, help=help_text, description=help_text)
-        importlib.import_module(module).configure(command)
+        if name == chosen:
+            importlib.import_module(module).configure(command)
         command.set_defaults(module=module)
     return top
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = parser(next((a for a in argv if not a.startswith("-")), None)).parse_args(argv)
     return importlib.import_module(args.module).run(args)
