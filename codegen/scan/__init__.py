@@ -1,0 +1,45 @@
+"""Scan the installed torch into ``catalog/scanned/*.yaml``: one record per public API object.
+
+``scan(out_dir)`` writes the files and returns the entry count per group; ``entries()`` gives the
+records without writing. :mod:`~codegen.scan.walk` decides what is public,
+:mod:`~codegen.scan.aten` adds the aten overloads and maps entries to aten ops,
+:mod:`~codegen.scan.signatures`, :mod:`~codegen.scan.devices`, :mod:`~codegen.scan.kernels` and
+:mod:`~codegen.scan.categories` fill in each record, :mod:`~codegen.scan.write` emits the YAML.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from codegen.scan import aten, walk, write
+from codegen.scan.records import record
+
+ROOT = Path(__file__).resolve().parents[2]
+SCANNED_DIR = ROOT / "catalog" / "scanned"
+
+
+def torch_version() -> str:
+    """The release the catalog describes, without a local build tag (``2.13.0+cpu`` -> ``2.13.0``)."""
+    return torch.__version__.split("+")[0]
+
+
+def entries() -> dict[str, list[dict[str, Any]]]:
+    """Catalog records by group, groups and records sorted by name."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # deprecated aliases warn when touched
+        found = [*walk.walk(), *aten.overloads()]
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for item in sorted(found, key=lambda f: f.name):
+            groups.setdefault(item.group, []).append(record(item))
+    return dict(sorted(groups.items()))
+
+
+def scan(out_dir: Path = SCANNED_DIR) -> dict[str, int]:
+    """Write the catalog files into ``out_dir``; return the entry count per group."""
+    groups = entries()
+    write.write_files(Path(out_dir), torch_version(), groups)
+    return {group: len(records) for group, records in groups.items()}

@@ -1,0 +1,103 @@
+"""Turn each public object found into a catalog entry: signatures, device parameters, aten ops,
+kernels, category and policy."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from typing import Any
+
+import torch
+
+from codegen.scan import aten, kernels, signatures
+from codegen.scan.categories import Facts, category, policy
+from codegen.scan.devices import device_params
+from codegen.scan.signatures import Signature
+from codegen.scan.walk import Found
+
+KEYS = ("name", "kind", "module", "category", "signatures", "device_params", "aten", "kernels", "policy")
+_TENSOR = re.compile(r"\bTensor\b")
+
+
+def record(found: Found) -> dict[str, Any]:
+    """The catalog record of ``found``, keys in :data:`KEYS` order."""
+    ops = aten.reached(found)
+    sigs = signatures_of(found, ops)
+    devices = device_params(sigs)
+    if found.kind == "op_overload":
+        op, _, overload = ops[0].partition(".")
+        known = kernels.overloads().get((op, overload))
+        kernel = dict(known.kernels) if known else dict(kernels.NONE)
+        op_names = [op]
+        tags = known.tags if known else frozenset()
+    else:
+        kernel = kernels.aggregate(ops)
+        op_names = ops
+        tags = kernels.tags(ops)
+    facts = Facts(
+        name=found.name,
+        kind=found.kind,
+        home=str(getattr(found.obj, "__module__", "") or ""),
+        device_params=tuple(devices),
+        returns_tensor=any(_TENSOR.search(s.returns or "") for s in sigs),
+        ops=tuple(op_names),
+        tags=tags,
+        same_name_tags=kernels.tags([found.attr]),
+        aten_names=aten.op_names(),
+    )
+    return {
+        "name": found.name,
+        "kind": found.kind,
+        "module": found.module,
+        "category": category(facts),
+        "signatures": [s.text for s in sigs],
+        "device_params": devices,
+        "aten": ops,
+        "kernels": kernel,
+        "policy": policy(found.name, devices, kernel["mps"]),
+    }
+
+
+def signatures_of(found: Found, ops: list[str]) -> list[Signature]:
+    """Best available signatures (see :mod:`codegen.scan.signatures` for the sources)."""
+    obj = found.obj
+    if found.kind == "op_overload":
+        return [signatures.from_schema(obj._schema)]  # type: ignore[attr-defined]
+    if found.kind == "property":
+        return []
+    if found.kind == "class":
+        cls: type = obj  # type: ignore[assignment]
+        return signatures.from_stub_class(cls) or signatures.from_python(cls, constructor=True)
+    if found.owner is not None:
+        return (
+            signatures.from_stub_method(found.owner, found.attr)
+            or (_from_schemas(ops, "self") if not inspect.isfunction(obj) else [])
+            or signatures.from_python(obj)
+        )
+    name = getattr(obj, "__name__", found.attr)
+    home = str(getattr(obj, "__module__", ""))
+    if found.kind == "builtin":
+        return (
+            signatures.from_stub_function(signatures.c_stub(home), name)
+            or signatures.from_stub_function(signatures.C_INIT, name)
+            or _from_schemas(ops, "input")
+            or signatures.from_python(obj)
+        )
+    stub = signatures.python_stub(home)
+    return (
+        signatures.from_stub_function(stub, name)
+        or signatures.from_stub_function(stub, found.attr)
+        or signatures.from_python(obj)
+    )
+
+
+def _from_schemas(ops: list[str], self_name: str) -> list[Signature]:
+    """Signatures of the non-``out=`` overloads of ``ops`` from their aten schemas."""
+    out: list[Signature] = []
+    for op in ops:
+        packet = getattr(torch.ops.aten, op)
+        for overload in sorted(packet.overloads()):
+            schema = getattr(packet, overload)._schema
+            if not any(a.is_out for a in schema.arguments):
+                out.append(signatures.from_schema(schema, self_name))
+    return signatures.unique(out)
