@@ -159,6 +159,12 @@ class Catalog:
     def mlx_entries(self) -> tuple[Entry, ...]:
         return tuple(e for e in self.entries if e.mlx is not None)
 
+    @cached_property
+    def fallback_table(self):  # -> codegen.fallback_model.FallbackTable
+        from codegen.fallback_model import FallbackTable
+
+        return FallbackTable.of(self)
+
     def stats(self) -> dict[str, object]:
         """Counts by namespace, kind, category, policy and per-backend kernel status."""
         return {

@@ -56,7 +56,9 @@ def environment() -> jinja2.Environment:
 
 
 def template_names() -> list[str]:
-    return sorted(p.relative_to(TEMPLATES).as_posix() for p in TEMPLATES.rglob("*.j2") if not p.name.startswith("_"))
+    """Templates to render; ``_name.j2`` files are partials for ``{% include %}`` (``__init__`` is not one)."""
+    partial = lambda p: p.name.startswith("_") and not p.name.startswith("__")  # noqa: E731
+    return sorted(p.relative_to(TEMPLATES).as_posix() for p in TEMPLATES.rglob("*.j2") if not partial(p))
 
 
 def render_all(catalog: Catalog) -> dict[str, str]:

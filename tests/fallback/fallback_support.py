@@ -1,0 +1,62 @@
+"""Helpers of the fallback engine's tests: fallback counts, an engine on a simulated target."""
+
+from __future__ import annotations
+
+import contextlib
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from torchdevice.fallback import Engine, activate
+from torchdevice.fallback import engine as engine_module
+from torchdevice.fallback.cache import CapabilityCache
+from torchdevice.fallback.simulated import SimulatedMPS, SimulatedTarget
+from torchdevice.mlx_bridge import MlxUnsupported
+from torchdevice.patching import Patcher
+from torchdevice.report import fallbacks as fallback_counts
+
+
+class Fallbacks:
+    """Counts of :func:`torchdevice.report.record_fallback` since creation: ``counts[(op, route)]``."""
+
+    def __init__(self) -> None:
+        self._start = Counter(fallback_counts)
+
+    def __getitem__(self, key: tuple[str, str]) -> int:
+        return fallback_counts[key] - self._start[key]
+
+    def total(self) -> int:
+        return sum(fallback_counts.values()) - sum(self._start.values())
+
+
+@contextlib.contextmanager
+def activated(sim: SimulatedMPS, **options: Any) -> Iterator[SimulatedTarget]:
+    """``sim`` entered and the engine activated on it, as the runtime does; restored on exit."""
+    with sim as target:
+        patcher = Patcher()
+        activate(patcher, target, options)
+        try:
+            yield target
+        finally:
+            patcher.restore()
+
+
+@contextlib.contextmanager
+def engine(sim: SimulatedMPS, shims: dict[str, Any], *, prefer_mlx: bool = False) -> Iterator[Engine]:
+    """``sim`` entered and an engine with the given MLX shims (by aten overload) installed on it."""
+    with sim as target:
+        e = Engine(target, CapabilityCache.open(target.name), shims=shims, unsupported=(MlxUnsupported,),
+                   prefer_mlx=prefer_mlx)
+        library = e.install()
+        try:
+            yield e
+        finally:
+            library._destroy()
+
+
+def registered(name: str, key: str = "PrivateUse1") -> bool:
+    """Whether the engine's kernel is the one ``name`` has under ``key``."""
+    lines = torch._C._dispatch_dump(name).splitlines()
+    return any(line.startswith(f"{key}: ") and engine_module.__file__ in line for line in lines)

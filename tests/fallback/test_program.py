@@ -1,0 +1,63 @@
+"""A program written for CUDA trains on a target that lacks several of its ops, with the native results."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from fallback_support import activated
+from torch import nn
+
+import torchdevice
+from torchdevice.fallback.simulated import SimulatedMPS
+
+MISSING = {"gelu", "gelu_backward", "nll_loss_forward", "nll_loss_backward", "cumsum", "topk"}
+TABLE = {"aten::gelu", "aten::gelu_backward", "aten::nll_loss_forward", "aten::nll_loss_backward",
+         "aten::cumsum", "aten::topk"}
+
+
+def train(steps: int = 4) -> tuple[list[float], list[float], list[torch.Tensor]]:
+    """Written the way CUDA programs are: ``cuda`` device, ``.cuda()``, ``torch.cuda.*``."""
+    torch.manual_seed(0)
+    torch.cuda.manual_seed_all(0)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model = nn.Sequential(nn.Linear(8, 16), nn.GELU(), nn.Linear(16, 4)).cuda()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2, foreach=False)
+    x = torch.randn(32, 8, device=device)
+    y = torch.randint(0, 4, (32,), device=device)
+    losses, accuracies = [], []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        logits = model(x)
+        ranked = logits.topk(2, dim=1).values
+        loss = F.cross_entropy(logits, y) + 0.01 * torch.cumsum(ranked, 1).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+        torch.cuda.synchronize()
+        losses.append(loss.item())
+        accuracies.append((logits.argmax(1) == y).double().mean().item())  # float64: the target lacks it
+    return losses, accuracies, [p.detach().cpu() for p in model.parameters()]
+
+
+def test_cuda_program_runs_with_native_results(fallbacks):
+    with torchdevice.installed("cpu"):
+        native = train()
+    sim = SimulatedMPS(missing=MISSING, no_float64={"mean"}, table_missing=TABLE, try_first={"aten::mean"})
+    with torchdevice.installed("cpu"), activated(sim):
+        completed = train()
+    torch.testing.assert_close(completed, native, rtol=0, atol=0)
+    assert all(sim.attempts[op] == 0 for op in MISSING)  # known missing: never tried
+    assert sim.attempts["mean"] > 0
+    assert all(fallbacks[f"aten::{op}", "cpu"] > 0 for op in MISSING)
+    assert fallbacks["aten::mean", "cpu"] == 4  # the float64 accuracies, once per step
+
+
+def test_cuda_program_with_prefer_mlx_gives_native_results(fallbacks):
+    from torchdevice_generated.fallback_table import MLX_SHIMS
+
+    with torchdevice.installed("cpu"):
+        native = train()
+    with torchdevice.installed("cpu", prefer_mlx=True):
+        through_mlx = train()
+    torch.testing.assert_close(through_mlx, native, rtol=1e-4, atol=1e-5)
+    used = {op for op in MLX_SHIMS if fallbacks[op, "mlx"]}
+    assert bool(used) == bool(MLX_SHIMS)  # every verified shim the program reaches ran on MLX

@@ -1,0 +1,110 @@
+"""The kernel table the engine starts from: decided from a catalog, rendered as importable constants."""
+
+from __future__ import annotations
+
+import dataclasses
+from functools import cached_property
+from pathlib import Path
+
+from codegen.fallback_model import FallbackTable
+from codegen.load import load
+from codegen.model import Catalog
+from codegen.render import environment
+
+
+def overload(name: str, signature: str, mps: str) -> str:
+    return f"""\
+- name: torch.ops.aten.{name}
+  kind: op_overload
+  module: torch
+  category: pointwise
+  signatures: ["{signature}"]
+  device_params: []
+  aten: [{name}]
+  kernels: {{cpu: native, cuda: native, mps: {mps}}}
+  policy: passthrough
+"""
+
+
+def function(name: str, op: str, signature: str) -> str:
+    return f"""\
+- name: torch.{name}
+  kind: builtin
+  module: torch
+  category: pointwise
+  signatures: ["{signature}"]
+  device_params: []
+  aten: [{op}]
+  kernels: {{cpu: native, cuda: native, mps: native}}
+  policy: passthrough
+"""
+
+
+SCANNED = "torch_version: 2.13.0\ngroup: torch\nentries:\n" + "".join([
+    function("add", "add", "(input: Tensor, other: Tensor, *, alpha: Number = 1, out: Tensor | None = None) -> Tensor"),
+    function("erfinv", "erfinv", "(input: Tensor, *, out: Tensor | None = None) -> Tensor"),
+    overload("add.Scalar", "(self: Tensor, other: number, alpha: number = 1) -> Tensor", "composite"),
+    overload("add.Tensor", "(self: Tensor, other: Tensor, *, alpha: number = 1) -> Tensor", "native"),
+    overload("add.int", "(a: int, b: int) -> int", "none"),
+    overload("add.out", "(self: Tensor, other: Tensor, *, alpha: number = 1, out: Tensor) -> Tensor", "native"),
+    overload("cumsum.default", "(self: Tensor, dim: int, *, dtype: ScalarType | None = None) -> Tensor", "missing"),
+    overload("cumsum.out", "(self: Tensor, dim: int, *, dtype: ScalarType | None = None, out: Tensor) -> Tensor",
+             "missing"),
+    overload("erfinv.default", "(self: Tensor) -> Tensor", "native"),
+])
+MLX = """\
+torch.add: {mlx: mlx.core.add, args: {input: 0, other: 1}}
+torch.erfinv: {mlx: mlx.core.erfinv, args: {input: 0}}
+"""
+STATUS = """\
+torch.add: {mlx: pass}
+torch.erfinv: {mlx: fail, mps: fail}
+torch.ops.aten.cumsum.out: {mps: fail}
+"""
+
+
+class TabledCatalog(Catalog):
+    """The catalog as the template reads it once the model exposes the table."""
+
+    @cached_property
+    def fallback_table(self) -> FallbackTable:
+        return FallbackTable.of(self)
+
+
+def small_catalog(root: Path) -> Catalog:
+    (root / "scanned").mkdir(parents=True)
+    (root / "overlays").mkdir()
+    (root / "scanned" / "torch.yaml").write_text(SCANNED)
+    (root / "overlays" / "mlx.yaml").write_text(MLX)
+    (root / "status.yaml").write_text(STATUS)
+    return load(root)
+
+
+def test_decisions(tmp_path):
+    table = FallbackTable.of(small_catalog(tmp_path))
+    assert table.missing_on_mps == ("aten::cumsum", "aten::cumsum.out")
+    assert table.try_on_mps == ("aten::erfinv",)  # measured failing; cumsum.out is missing anyway
+    # add.Scalar takes alpha positionally, add.out needs out=, add.int is no tensor op; erfinv's MLX mapping
+    # is not verified
+    assert table.mlx_shims == (("aten::add.Tensor", "torch.add"),)
+
+
+def test_template_renders_the_decisions(tmp_path):
+    catalog = small_catalog(tmp_path)
+    tabled = TabledCatalog(**{f.name: getattr(catalog, f.name) for f in dataclasses.fields(catalog)})
+    text = environment().get_template("fallback_table.py.j2").render(catalog=tabled, track=iter)
+    namespace: dict[str, object] = {}
+    exec(compile(text, "fallback_table.py", "exec"), namespace)
+    table = tabled.fallback_table
+    assert namespace["MISSING_ON_MPS"] == frozenset(table.missing_on_mps)
+    assert namespace["TRY_ON_MPS"] == frozenset(table.try_on_mps)
+    assert namespace["MLX_SHIMS"] == dict(table.mlx_shims)
+
+
+def test_generated_table_names_real_overloads():
+    from torchdevice_generated import fallback_table
+
+    from torchdevice.fallback.engine import overload as resolve
+
+    names = fallback_table.MISSING_ON_MPS | fallback_table.TRY_ON_MPS | set(fallback_table.MLX_SHIMS)
+    assert [n for n in sorted(names) if resolve(n) is None] == []

@@ -1,0 +1,177 @@
+"""The fallback engine: one backend kernel per aten overload that may fail on the target.
+
+For each overload that the kernel table, the capability cache or ``prefer_mlx`` names, the engine
+registers a kernel under the target's dispatch key (``torch.library.Library("aten", "IMPL")``),
+after capturing the kernel it replaces (``torch.library.get_kernel``: the target's own, or its
+backend fallback that raises "not currently implemented"). The kernel, per call:
+
+1. looks up the verdict for (op, dtype of the call); unless it says the target fails, calls the
+   target's own kernel; an exception that :func:`~torchdevice.fallback.errors.classify` does not
+   call a device-compatibility error propagates untouched (the caller gets the identical object);
+   a compatibility error records a verdict (persisted) and falls through to 2;
+2. routes the call: through the op's verified MLX shim when it has one (its ``MlxUnsupported``
+   means "not these arguments": the CPU then), else on the CPU (:mod:`~torchdevice.fallback.route`),
+   and counts it with :func:`torchdevice.report.record_fallback`.
+
+With ``prefer_mlx`` every overload with a verified MLX shim is registered and goes to MLX first;
+calls whose arguments MLX refuses go on as above. Overloads registered nowhere run the target's
+kernels with no added cost.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+
+from torchdevice.fallback import route
+from torchdevice.fallback.cache import ANY, CapabilityCache
+from torchdevice.fallback.errors import COMPATIBILITY_ERRORS, classify
+from torchdevice.fallback.target import Target
+from torchdevice.report import record_fallback
+
+log = logging.getLogger("torchdevice.fallback")
+
+_REFUSED = object()
+
+
+class _DtypeNames(dict[torch.dtype, str]):
+    """``torch.float64`` -> ``"float64"``, computed once per dtype."""
+
+    def __missing__(self, dtype: torch.dtype) -> str:
+        self[dtype] = name = str(dtype).removeprefix("torch.")
+        return name
+
+
+_DTYPE_NAMES = _DtypeNames()
+
+
+def call_dtype(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+    """The dtype a verdict is keyed by: the ``dtype=`` asked for, else the first tensor argument's."""
+    asked = kwargs.get("dtype")
+    if isinstance(asked, torch.dtype):
+        return _DTYPE_NAMES[asked]
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            return _DTYPE_NAMES[a.dtype]
+        if isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor):
+            return _DTYPE_NAMES[a[0].dtype]
+    return "none"
+
+
+def overload(name: str) -> torch._ops.OpOverload | None:
+    """``"aten::cumsum.out"`` (``"aten::cumsum"``: the default overload) as an OpOverload, if it exists."""
+    namespace, _, rest = name.partition("::")
+    op, _, overload_name = rest.partition(".")
+    try:
+        return getattr(getattr(getattr(torch.ops, namespace), op), overload_name or "default")
+    except AttributeError:
+        return None
+
+
+class Engine:
+    """Fallback kernels for ``target``, verdicts in ``cache``, MLX shims by aten overload name."""
+
+    def __init__(
+        self,
+        target: Target,
+        cache: CapabilityCache,
+        *,
+        shims: Mapping[str, Callable[..., Any]] | None = None,
+        unsupported: tuple[type[BaseException], ...] = (),
+        prefer_mlx: bool = False,
+    ) -> None:
+        self.target = target
+        self.cache = cache
+        self.shims = dict(shims or {})
+        self.unsupported = unsupported
+        self.prefer_mlx = prefer_mlx
+
+    def overloads(self) -> list[str]:
+        """The overloads to register: known missing, tried first, learned failing, MLX-preferred."""
+        names = set(self.target.missing) | self.target.try_first | self.cache.ops()
+        if self.prefer_mlx:
+            names |= set(self.shims)
+        return sorted(names)
+
+    def install(self) -> torch.library.Library:
+        """Register the kernels; they stay registered while the returned library is alive."""
+        library = torch.library.Library("aten", "IMPL")
+        key = self.target.dispatch_key
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Warning only once for all operators")  # overriding a kernel
+            for name in self.overloads():
+                op = overload(name)
+                if op is None or torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd"):
+                    log.debug("fallback: %s has no kernel of its own to complete; not registered", name)
+                    continue
+                if name in self.target.missing and not torch._C._dispatch_has_kernel_for_dispatch_key(name, key):
+                    self.cache.seed([name])
+                library.impl(op, self.kernel(op), key, with_keyset=True)
+        return library
+
+    def kernel(self, op: torch._ops.OpOverload) -> Callable[..., Any]:
+        """The backend kernel that completes ``op`` on the target."""
+        name: str = op._name
+        plan = route.Plan(op)
+        native = torch.library.get_kernel(op, self.target.dispatch_key)
+        shim = self.shims.get(name)
+        target, backend, cache = self.target, self.target.backend, self.cache
+        prefer_mlx = self.prefer_mlx and shim is not None
+        unsupported = self.unsupported
+
+        def on_mlx(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            assert shim is not None
+            try:
+                with target.escape():
+                    value = route.on_mlx(shim, plan, args, kwargs, target)
+            except unsupported:
+                return _REFUSED
+            record_fallback(name, "mlx")
+            return value
+
+        def on_cpu(keyset: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            with target.escape():
+                if target.native_is_cpu:
+                    value = native.call_boxed(keyset, *plan.boxed(args), **kwargs)
+                else:
+                    value = route.on_cpu(plan, args, kwargs, target)
+            record_fallback(name, "cpu")
+            return value
+
+        def fallback_kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+            if prefer_mlx and (value := on_mlx(args, kwargs)) is not _REFUSED:
+                return value
+            dtype = call_dtype(args, kwargs)
+            if not cache.fails(name, dtype):
+                try:
+                    return native.call_boxed(keyset, *plan.boxed(args), **kwargs)
+                except COMPATIBILITY_ERRORS as exc:
+                    reason = classify(exc, backend)
+                    if reason is None:
+                        raise
+                cache.record(name, ANY if reason == "kernel" else dtype, reason)
+            if shim is not None and not prefer_mlx and (value := on_mlx(args, kwargs)) is not _REFUSED:
+                return value
+            return on_cpu(keyset, args, kwargs)
+
+        fallback_kernel.__qualname__ = f"fallback_kernel[{name}]"
+        return fallback_kernel
+
+
+def mlx_shims(routes: Mapping[str, str]) -> tuple[dict[str, Callable[..., Any]], tuple[type[BaseException], ...]]:
+    """The generated MLX shims of ``routes`` (aten overload -> torch entry), and the exception a shim
+    raises for arguments MLX cannot take; nothing where MLX is not installed."""
+    if not routes:
+        return {}, ()
+    try:
+        from torchdevice_generated.mlx_shims import SHIMS
+
+        from torchdevice.mlx_bridge import MlxUnsupported
+    except ImportError as exc:
+        log.debug("fallback: no MLX route (%s)", exc)
+        return {}, ()
+    return {op: SHIMS[entry] for op, entry in routes.items() if entry in SHIMS}, (MlxUnsupported,)
