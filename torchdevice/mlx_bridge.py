@@ -1,0 +1,287 @@
+"""Tensor <-> ``mx.array`` conversion for the MLX route, and translation of torch argument values.
+
+What is copied (measured with mlx 0.32.4, see ``tests/test_mlx_bridge.py`` and ``bench/bench_mlx.py``):
+
+- torch -> MLX copies once: MLX owns the memory of its arrays and refuses to import a CPU buffer
+  without a copy (``mx.from_dlpack(t, copy=False)`` raises). Tensors on another device (``mps``)
+  are brought to the CPU first.
+- MLX -> torch is zero-copy: ``torch.from_dlpack`` views the array's buffer (strides included)
+  and keeps the array alive; the result is then moved to the device of the torch inputs. Arrays
+  with negative or zero strides (MLX views such as flip or broadcast) are made contiguous first.
+
+Dtypes: bool, uint8..uint64, int8..int64, float16, bfloat16, float32 and complex64 map one to one.
+float64 (and complex128) are refused with :class:`MlxDtypeError`: MLX computes float64 on its CPU
+stream only, not on the GPU, and silently narrowing would change results. ``to_mlx(t,
+downcast=True)`` narrows float64 -> float32 (complex128 -> complex64) for callers that ask for it.
+
+Every refusal is an :class:`MlxUnsupported`, so a caller can catch one exception type and run the
+call elsewhere (CPU). Tensors that autograd records are refused too: MLX results carry no graph.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+import mlx.core as mx
+import torch
+
+
+class MlxUnsupported(Exception):
+    """This call cannot run on MLX as given (argument, dtype, autograd); run it elsewhere."""
+
+
+def refused(op: str, param: str) -> MlxUnsupported:
+    """The error of a shim given a ``param`` value it has no MLX translation for."""
+    return MlxUnsupported(f"{op}: {param} has no MLX translation for the value given")
+
+
+def rejected(op: str) -> MlxUnsupported:
+    """The error of a shim whose MLX call raised (raised ``from`` MLX's error)."""
+    return MlxUnsupported(f"{op}: MLX rejected the call")
+
+
+class MlxDtypeError(MlxUnsupported, TypeError):
+    """A torch dtype that MLX has no equivalent for."""
+
+    def __init__(self, dtype: torch.dtype, hint: str = ""):
+        super().__init__(f"MLX has no dtype for {dtype}{hint}")
+        self.dtype = dtype
+
+
+TORCH_TO_MLX: dict[torch.dtype, mx.Dtype] = {
+    torch.bool: mx.bool_,
+    torch.uint8: mx.uint8,
+    torch.uint16: mx.uint16,
+    torch.uint32: mx.uint32,
+    torch.uint64: mx.uint64,
+    torch.int8: mx.int8,
+    torch.int16: mx.int16,
+    torch.int32: mx.int32,
+    torch.int64: mx.int64,
+    torch.float16: mx.float16,
+    torch.bfloat16: mx.bfloat16,
+    torch.float32: mx.float32,
+    torch.complex64: mx.complex64,
+}
+MLX_TO_TORCH: dict[mx.Dtype, torch.dtype] = {v: k for k, v in TORCH_TO_MLX.items()}
+_NARROWED = {torch.float64: torch.float32, torch.complex128: torch.complex64}
+FAMILIES: dict[str, tuple[torch.dtype, ...]] = {
+    "float": (torch.float16, torch.bfloat16, torch.float32),
+    "float32": (torch.float32,),
+    "int": (torch.uint8, torch.uint16, torch.uint32, torch.uint64, torch.int8, torch.int16, torch.int32, torch.int64),
+    "bool": (torch.bool,),
+    "complex": (torch.complex64,),
+}
+"""Dtype families an MLX mapping declares it was verified for."""
+
+MLX_ERRORS = (ValueError, IndexError, RuntimeError, TypeError)
+"""What MLX raises for a call it cannot do; shims turn these into :class:`MlxUnsupported`, so the
+call runs elsewhere and the user sees torch's own result or error."""
+
+UNSET: Any = type("Unset", (), {"__repr__": lambda self: "<default>"})()
+"""Default of shim parameters whose torch default is not a literal: any other value is refused."""
+
+
+def mlx_dtype(dtype: torch.dtype) -> mx.Dtype:
+    """The MLX dtype of a torch dtype; :class:`MlxDtypeError` when MLX has none."""
+    try:
+        return TORCH_TO_MLX[dtype]
+    except KeyError:
+        hint = " (pass downcast=True to narrow it)" if dtype in _NARROWED else ""
+        raise MlxDtypeError(dtype, hint) from None
+
+
+def torch_dtype(dtype: mx.Dtype) -> torch.dtype:
+    return MLX_TO_TORCH[dtype]
+
+
+def to_mlx(t: torch.Tensor, dtype: torch.dtype | None = None, *, downcast: bool = False) -> mx.array:
+    """Copy tensor ``t`` into a new ``mx.array`` (cast to ``dtype`` when given)."""
+    if t.requires_grad and torch.is_grad_enabled():
+        raise MlxUnsupported("autograd records this tensor; MLX results would carry no gradient")
+    if downcast and t.dtype in _NARROWED:
+        t = t.to(_NARROWED[t.dtype])
+    source = mlx_dtype(t.dtype)  # refuses float64 even when a cast is asked for: it would narrow it
+    target = source if dtype is None else mlx_dtype(dtype)
+    if t.device.type != "cpu":
+        t = t.cpu()
+    a = mx.from_dlpack(t.detach().resolve_conj().resolve_neg())
+    return a if source == target else a.astype(target)
+
+
+def to_torch(a: mx.array, device: torch.device | None = None, dtype: torch.dtype | None = None) -> torch.Tensor:
+    """View array ``a`` as a tensor (no copy on the CPU); cast to ``dtype``, move to ``device``."""
+    if dtype is not None:
+        a = a.astype(mlx_dtype(dtype))
+    # MLX views may have negative strides (flip) or zero strides (broadcast): torch aborts on the
+    # former and cannot write into the latter, so such arrays are copied to a contiguous layout.
+    strides = memoryview(a).strides or ()  # type: ignore[arg-type]  # mx.array exports a buffer
+    if any(s <= 0 for s, n in zip(strides, a.shape, strict=True) if n > 1):
+        a = mx.contiguous(a)
+    t = torch.from_dlpack(a)
+    return t if device is None or device.type == "cpu" else t.to(device)
+
+
+def arg(x: Any, dtype: torch.dtype | None = None) -> Any:
+    """An argument for an MLX call: tensors (also inside lists/tuples) become arrays, the rest stays."""
+    if isinstance(x, torch.Tensor):
+        return to_mlx(x, dtype)
+    if isinstance(x, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in x):
+        return [arg(v, dtype) for v in x]
+    return x
+
+
+def device_of(*values: Any) -> torch.device | None:
+    """The device of the first tensor among ``values`` (searching lists/tuples); None if none."""
+    for v in values:
+        if isinstance(v, torch.Tensor):
+            return v.device
+        if isinstance(v, (list, tuple)):
+            found = device_of(*v)
+            if found is not None:
+                return found
+    return None
+
+
+@cache
+def _family(families: tuple[str, ...]) -> frozenset[torch.dtype]:
+    return frozenset(d for f in families for d in FAMILIES[f])
+
+
+def check_dtype(op: str, x: Any, families: tuple[str, ...]) -> None:
+    """Refuse a tensor ``x`` (or tensors in a list ``x``) outside the dtype families the mapping
+    was verified for."""
+    if isinstance(x, (list, tuple)):
+        for v in x:
+            check_dtype(op, v, families)
+    elif isinstance(x, torch.Tensor) and x.dtype not in _family(families):
+        mlx_dtype(x.dtype)  # MlxDtypeError for a dtype MLX lacks
+        raise MlxUnsupported(f"{op}: mapped for {'/'.join(families)} inputs, got {x.dtype}")
+
+
+def check_nonempty(op: str, *values: Any) -> None:
+    """Refuse tensors with no elements where MLX would crash on them."""
+    for v in values:
+        if isinstance(v, torch.Tensor) and v.numel() == 0:
+            raise MlxUnsupported(f"{op}: MLX cannot take an empty tensor here")
+
+
+def write_back(op: str, target: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+    """Finish an in-place variant: copy ``value`` into ``target`` and return ``target``."""
+    if value.dtype != target.dtype or value.shape != target.shape:
+        raise MlxUnsupported(f"{op}: result {value.dtype}{tuple(value.shape)} cannot be written "
+                             f"in place into {target.dtype}{tuple(target.shape)}")
+    return target.copy_(value)
+
+
+# --- input casts done before the MLX call (torch's ``dtype=`` arguments) ---------------------------
+
+def cast_input(x: mx.array, dtype: torch.dtype | None, *, accumulate: bool = False) -> mx.array:
+    """torch's ``dtype=``: cast the input before the op. ``accumulate``: sums and products of
+    integral or bool inputs accumulate in int64 when no dtype is given (torch.sum, cumsum, prod)."""
+    if dtype is None:
+        if accumulate and (mx.issubdtype(x.dtype, mx.integer) or x.dtype == mx.bool_):
+            return x.astype(mx.int64)
+        return x
+    return x.astype(mlx_dtype(dtype))
+
+
+# --- argument value translations: ``translate_<kind>(value, ref)``; ref is the first tensor input ---
+
+def translate_dtype(value: torch.dtype | None, ref: Any) -> mx.Dtype | None:
+    return None if value is None else mlx_dtype(value)
+
+
+def translate_axis(value: int | Sequence[int] | None, ref: Any) -> int | list[int] | None:
+    """A torch ``dim`` for MLX: ``None`` or ``()`` reduce everything, and a 0-d tensor takes
+    ``dim`` 0 or -1 (MLX takes no axis for a 0-d array)."""
+    if value is None or isinstance(value, int):
+        dims: tuple[int, ...] = () if value is None else (value,)
+    else:
+        dims = tuple(value)
+    if not dims or (isinstance(ref, torch.Tensor) and ref.dim() == 0 and set(dims) <= {0, -1}):
+        return None
+    return value if isinstance(value, int) else list(dims)
+
+
+def translate_vector_axis(value: int | Sequence[int] | None, ref: torch.Tensor) -> int | None:
+    """torch.linalg.vector_norm's ``dim`` for MLX's norm, which takes a vector norm over one axis
+    only (None flattens only a 1-d input; two axes would make it a matrix norm)."""
+    if value is None and ref.dim() <= 1:
+        return None
+    dims = (value,) if isinstance(value, int) else tuple(value or ())
+    if len(dims) != 1:
+        raise MlxUnsupported(f"dim={value}: MLX's norm takes a vector norm over one axis")
+    return dims[0]
+
+
+def translate_ddof_correction(value: float | None, ref: Any) -> int:
+    """torch ``correction`` (None means 1) -> MLX ``ddof`` (an integer)."""
+    if value is None:
+        return 1
+    if float(value) != int(value):
+        raise MlxUnsupported(f"correction={value}: MLX takes an integral ddof")
+    return int(value)
+
+
+def translate_not_none(value: Any, ref: Any) -> Any:
+    """A torch argument whose None has a meaning MLX lacks (e.g. softmax's implicit dim)."""
+    if value is None:
+        raise MlxUnsupported("None has no MLX equivalent here")
+    return value
+
+
+def translate_shape(value: Sequence[Any], ref: Any) -> tuple[int, ...]:
+    """``*size`` varargs as torch accepts them: ``f(2, 3)`` or ``f((2, 3))``."""
+    if len(value) == 1 and isinstance(value[0], (list, tuple, torch.Size)):
+        value = value[0]
+    return tuple(int(v) for v in value)
+
+
+def translate_repeats(value: Sequence[Any], ref: torch.Tensor) -> tuple[int, ...]:
+    """Tensor.repeat's sizes: as ``shape``, at least one per dimension of the input (as torch demands)."""
+    sizes = translate_shape(value, ref)
+    if len(sizes) < ref.dim():
+        raise MlxUnsupported(f"repeat({sizes}) has fewer sizes than the input has dimensions")
+    return sizes
+
+
+def translate_zero_if_none(value: float | None, ref: Any) -> float:
+    """A fill value whose None means 0 (torch.nn.functional.pad's ``value``)."""
+    return 0 if value is None else value
+
+
+def translate_fft_norm(value: str | None, ref: Any) -> str:
+    return "backward" if value is None else value
+
+
+def translate_pad(value: Sequence[int], ref: torch.Tensor) -> list[tuple[int, int]]:
+    """torch.nn.functional.pad's flat (left, right, top, bottom, ...) from the last dimension
+    backwards -> MLX's per-axis (before, after) pairs; negative padding (cropping) is refused."""
+    if len(value) % 2 or len(value) // 2 > ref.dim():
+        raise MlxUnsupported(f"pad={tuple(value)} does not fit a {ref.dim()}-d input")
+    if any(p < 0 for p in value):
+        raise MlxUnsupported("negative padding")
+    pairs = [(int(value[i]), int(value[i + 1])) for i in range(0, len(value), 2)]
+    return [(0, 0)] * (ref.dim() - len(pairs)) + pairs[::-1]
+
+
+def translate_sdpa_scale(value: float | None, ref: torch.Tensor) -> float:
+    """scaled_dot_product_attention's ``scale`` (None: 1/sqrt(head dim of the query))."""
+    return 1.0 / math.sqrt(ref.shape[-1]) if value is None else float(value)
+
+
+def translate_norm_eps(value: float | None, ref: torch.Tensor) -> float:
+    """rms_norm's ``eps`` (None: the machine epsilon of the input's dtype)."""
+    return torch.finfo(ref.dtype).eps if value is None else float(value)
+
+
+def translate_last_dim(value: int | Sequence[int], ref: torch.Tensor) -> int:
+    """layer_norm / rms_norm ``normalized_shape``: MLX normalizes over the last axis only."""
+    shape = (value,) if isinstance(value, int) else tuple(value)
+    if len(shape) != 1 or ref.shape[-1:] != torch.Size(shape):
+        raise MlxUnsupported(f"normalized_shape={shape}: MLX normalizes over the last dimension only")
+    return shape[0]
