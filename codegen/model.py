@@ -7,7 +7,6 @@ Decisions about individual functions (does it need a wrapper? where does it fall
 from __future__ import annotations
 
 import ast
-import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -165,6 +164,13 @@ class Catalog:
 
         return FallbackTable.of(self)
 
+    @cached_property
+    def runtime(self):  # -> codegen.runtime_model.RuntimeModel
+        """What the runtime does with each entry: wrappers, the ``torch.cuda`` emulation table, test samples."""
+        from codegen.runtime_model import RuntimeModel
+
+        return RuntimeModel(self)
+
     def stats(self) -> dict[str, object]:
         """Counts by namespace, kind, category, policy and per-backend kernel status."""
         return {
@@ -183,7 +189,3 @@ class Catalog:
 
 def _count(values) -> dict[str, int]:
     return dict(sorted(Counter(values).items(), key=lambda kv: (-kv[1], kv[0])))
-
-
-def replace(entry: Entry, **changes: object) -> Entry:
-    return dataclasses.replace(entry, **changes)

@@ -1,0 +1,71 @@
+"""Real multi-process jobs on the loopback interface, one free port per job."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+
+
+@dataclass
+class Finished:
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(command: list[str], timeout: float, env: dict[str, str] | None = None) -> Finished:
+    """Run ``command`` in its own session; on timeout kill that session (the launcher and its workers)."""
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", **(env or {})}
+    start = time.monotonic()
+    process = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        pytest.fail(f"{' '.join(command)} still running after {timeout} s\n{stdout}\n{stderr}")
+    return Finished(process.returncode, stdout, stderr, time.monotonic() - start)
+
+
+def torchrun(nproc: int, *program: str, timeout: float = 90, torchdevice: bool = True) -> Finished:
+    """``torchrun --nproc_per_node=N [-m torchdevice run] PROGRAM...`` on 127.0.0.1 and a free port."""
+    launcher = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc_per_node={nproc}",
+        "--master_addr=127.0.0.1",
+        f"--master_port={free_port()}",
+    ]
+    command = [*launcher, "-m", "torchdevice", "run", *program] if torchdevice else [*launcher, *program]
+    return run(command, timeout)

@@ -1,0 +1,102 @@
+"""Collectives on "cuda" tensors in an NCCL-written program; run with 2 processes under torchdevice.
+
+Every collective runs twice: as the program calls it, then with the CPU staging kernels (the route
+MPS tensors take) registered on the AutogradCPU key, where CPU tensors meet them. Each rank checks
+its own results and prints ``rank R ok``.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from torchdevice.distributed import staging
+
+local_rank = int(os.environ["LOCAL_RANK"])
+torch.cuda.set_device(local_rank)
+dist.init_process_group(backend="nccl", timeout=timedelta(seconds=45))
+rank, world = dist.get_rank(), dist.get_world_size()
+device = torch.device("cuda", local_rank)
+ranks = torch.arange(world, dtype=torch.float32)
+pair = dist.new_group(backend="nccl")
+pair_mapped = dist.new_group(ranks=list(range(world)), backend="cuda:nccl,cpu:gloo")
+
+
+def check(name: str, got: torch.Tensor, expected: torch.Tensor) -> None:
+    assert got.device == torch.ones(1, device=f"cuda:{local_rank}").device, (name, got.device)
+    torch.testing.assert_close(got.cpu(), expected, msg=lambda m: f"rank {rank} {name}: {m}")
+
+
+def collectives(group: dist.ProcessGroup | None) -> None:
+    base = torch.arange(2 * world, dtype=torch.float32)
+
+    t = (base + rank).to(device)
+    dist.all_reduce(t, group=group)
+    check("all_reduce sum", t, world * base + ranks.sum())
+
+    t = torch.full((3,), float(rank), device="cuda")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=group)
+    check("all_reduce max", t, torch.full((3,), float(world - 1)))
+
+    t = torch.full((3,), float(rank), device="cuda")
+    dist.all_reduce(t, op=dist.ReduceOp.AVG, group=group)
+    check("all_reduce avg", t, torch.full((3,), ranks.mean().item()))
+
+    t = torch.full((2,), float(rank + 7), device=device)
+    dist.broadcast(t, src=world - 1, group=group)
+    check("broadcast", t, torch.full((2,), float(world - 1 + 7)))
+
+    gathered = [torch.empty(2, device=device) for _ in range(world)]
+    dist.all_gather(gathered, torch.full((2,), float(rank), device=device), group=group)
+    check("all_gather", torch.stack(gathered), ranks[:, None].expand(world, 2))
+
+    flat = torch.empty(2 * world, device=device)
+    dist.all_gather_into_tensor(flat, torch.full((2,), float(rank), device=device), group=group)
+    check("all_gather_into_tensor", flat, ranks.repeat_interleave(2))
+
+    out = torch.empty(2, device=device)
+    dist.reduce_scatter(out, [torch.full((2,), float(rank + i), device=device) for i in range(world)], group=group)
+    check("reduce_scatter", out, torch.full((2,), ranks.sum().item() + world * rank))
+
+    out = torch.empty(2, device=device)
+    dist.reduce_scatter_tensor(out, (base + rank).to(device), group=group)
+    check("reduce_scatter_tensor", out, (world * base + ranks.sum())[2 * rank : 2 * rank + 2])
+
+    out = torch.empty(2, device=device)
+    dist.reduce_scatter_tensor(out, (base * (rank + 1)).to(device), op=dist.ReduceOp.MAX, group=group)
+    check("reduce_scatter_tensor max", out, (base * world)[2 * rank : 2 * rank + 2])
+
+    dist.barrier(group=group, device_ids=[local_rank])
+
+
+collectives(None)
+collectives(pair)
+collectives(pair_mapped)
+objects = [None] * world
+dist.all_gather_object(objects, {"rank": rank})
+assert objects == [{"rank": r} for r in range(world)], objects
+
+library = staging.register("cpu", dispatch_key="AutogradCPU")
+t = torch.ones(2, device=device)
+version = t._version
+dist.all_reduce(t)
+assert t._version > version, "the staging kernel did not copy the result back"
+collectives(None)
+model = torch.nn.Linear(3, 2).to(device)
+torch.nn.init.ones_(model.weight)
+ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[local_rank], bucket_cap_mb=1e-5)
+ddp(torch.full((4, 3), float(rank + 1), device=device)).sum().backward()
+assert model.weight.grad is not None
+check("ddp grad", model.weight.grad, torch.full((2, 3), 4 * (ranks + 1).mean().item()))
+del library
+
+assert dist.get_backend() == "gloo", dist.get_backend()
+assert dist.get_backend(pair_mapped) == "cpu:gloo", dist.get_backend(pair_mapped)
+assert dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu")).options._timeout == timedelta(
+    seconds=45
+)
+dist.destroy_process_group()
+print(f"rank {rank} ok", flush=True)

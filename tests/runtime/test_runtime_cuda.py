@@ -1,0 +1,124 @@
+"""The torch.cuda namespace on the CPU target: what programs see, and what torch's own code sees."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+from torch.cuda.amp.common import amp_definitely_not_available  # the original: torch's own code
+
+
+def test_programs_see_one_cuda_device_torch_internals_see_none(on_cpu):
+    assert torch.cuda.is_available() and torch.cuda.is_initialized()
+    assert torch.cuda.device_count() == 1 and torch.cuda.current_device() == 0
+    assert amp_definitely_not_available()  # torch.cuda.amp.common asks torch.cuda.is_available()
+    x = torch.ones(2, device="cuda")
+    assert x.is_cuda
+    assert not torch._C.TensorBase.is_cuda.__get__(x)  # what torch's C++ and Python internals see
+
+
+def test_device_selection(on_cpu):
+    torch.cuda.set_device(0)
+    torch.cuda.set_device("cuda:0")
+    with torch.cuda.device(0):
+        assert torch.zeros(1, device="cuda").device.type == "cpu"
+    with torch.cuda.device_of(torch.ones(1)):
+        pass
+    with pytest.raises(ValueError, match="Expected a cuda device"):
+        torch.cuda.set_device("meta")
+
+
+def test_device_description(on_cpu):
+    properties = torch.cuda.get_device_properties(0)
+    free, total = torch.cuda.mem_get_info()
+    assert properties.name == torch.cuda.get_device_name() and "CPU" in properties.name
+    assert (properties.major, properties.minor) == torch.cuda.get_device_capability()
+    assert properties.total_memory == total >= free > 0
+    assert torch.cuda.is_bf16_supported()
+
+
+def test_events_time_what_ran_between_records(on_cpu):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    time.sleep(0.02)
+    end.record()
+    end.synchronize()
+    assert start.query() and 20 <= start.elapsed_time(end) < 2000
+    with pytest.raises(ValueError, match="enable_timing=True"):
+        torch.cuda.Event().elapsed_time(end)
+    with pytest.raises(ValueError, match="recorded"):
+        torch.cuda.Event(enable_timing=True).elapsed_time(end)
+
+
+def test_streams(on_cpu):
+    side = torch.cuda.Stream()
+    assert torch.cuda.current_stream() is torch.cuda.default_stream()
+    with torch.cuda.stream(side):
+        assert torch.cuda.current_stream() is side
+        event = side.record_event()
+    assert torch.cuda.current_stream() is torch.cuda.default_stream()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.current_stream().wait_event(event)
+    assert side.query() and event.query()
+    torch.cuda.synchronize()
+
+
+def test_cuda_rng_is_the_generator_cuda_tensors_draw_from(on_cpu):
+    torch.cuda.manual_seed(3)
+    first = torch.randn(4, device="cuda")
+    torch.cuda.manual_seed_all(3)
+    assert torch.randn(4, device="cuda").equal(first)
+    state = torch.cuda.get_rng_state()
+    drawn = torch.rand(2, device="cuda")
+    torch.cuda.set_rng_state(state)
+    assert torch.rand(2, device="cuda").equal(drawn)
+    assert torch.cuda.initial_seed() == 3
+    torch.cuda.set_rng_state_all([state])
+    with torch.random.fork_rng(device_type="cuda"):
+        torch.randn(8, device="cuda")
+    assert torch.rand(2, device="cuda").equal(drawn)  # fork_rng restored the CUDA (here: CPU) generator
+
+
+def test_memory_statistics_on_cpu(on_cpu):
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    assert torch.cuda.memory_allocated() == torch.cuda.max_memory_reserved() == 0
+    stats = torch.cuda.memory_stats()
+    assert stats["allocated_bytes.all.current"] == 0
+    assert torch.cuda.memory_stats_as_nested_dict()["allocated_bytes"]["all"]["peak"] == 0
+    assert "allocated_bytes.all.current" in torch.cuda.memory_summary()
+    torch.cuda.set_per_process_memory_fraction(0.5)
+    assert torch.cuda.get_per_process_memory_fraction() == 0.5
+
+
+FLAGS_PROGRAM = """
+import torch, torchdevice
+torchdevice.install("cpu")
+torch.cuda.nvtx.range_push("step")
+torch.cuda.nvtx.range_pop()
+with torch.cuda.nvtx.range("block"):
+    pass
+torch.backends.cuda.matmul.allow_tf32 = True
+torch.backends.cudnn.benchmark = True
+torch.backends.cudnn.deterministic = True
+torch.backends.cuda.enable_flash_sdp(True)
+assert torch.backends.cuda.preferred_linalg_library("cusolver") is not None
+x = torch.randn(4, 4, device="cuda")
+print(torch.backends.cudnn.deterministic, torch.backends.cuda.matmul.allow_tf32, (x @ x).device)
+"""
+
+
+def test_markers_and_flags_are_harmless(python):
+    # A fresh interpreter: the flags are process-wide (and torch's test utilities freeze them).
+    done = python("-c", FLAGS_PROGRAM)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True", "cpu"]
+
+
+def test_what_cannot_be_emulated_says_so(on_cpu):
+    with pytest.raises(NotImplementedError, match=r"torch\.cuda\.graph is not supported on target 'cpu'.*CUDA graph"):
+        torch.cuda.graph(None)
+    with pytest.raises(NotImplementedError, match=r"torch\.cuda\.current_blas_handle .*'cpu'"):
+        torch.cuda.current_blas_handle()
+    assert not isinstance(object(), torch.cuda.CUDAGraph)  # unsupported classes are still classes

@@ -1,0 +1,137 @@
+"""Every way a CUDA device enters PyTorch lands on the target (here the CPU)."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch import nn
+
+import torchdevice
+
+CUDA_FORMS = ["cuda", "cuda:0", "cuda:1", torch.device("cuda"), torch.device("cuda", 1), 0]
+
+
+@pytest.mark.parametrize("device", CUDA_FORMS, ids=repr)
+def test_factories_like_and_new_take_every_cuda_form(on_cpu, device):
+    base = torch.ones(2, 3)
+    made = [
+        torch.zeros(2, device=device), torch.randn(2, 3, device=device), torch.arange(4, device=device),
+        torch.tensor([1.0], device=device), torch.full((2,), 7.0, device=device), torch.eye(2, device=device),
+        torch.empty_like(base, device=device), torch.rand_like(base, device=device),
+        base.new_zeros(3, device=device), base.new_tensor([1, 2], device=device), base.new_full((2,), 1, device=device),
+    ]
+    assert {t.device for t in made} == {torch.device("cpu")}
+
+
+@pytest.mark.parametrize("device", CUDA_FORMS, ids=repr)
+def test_tensor_and_module_moves(on_cpu, device):
+    x = torch.randn(3)
+    assert x.to(device) is x  # already on the target: no copy, as on CUDA
+    assert x.to(device, torch.float64).dtype == torch.float64
+    assert x.to(device=device, non_blocking=True) is x
+    model = nn.Linear(2, 2).to(device)
+    assert next(model.parameters()).device.type == "cpu"
+    assert nn.Linear(2, 2, device=device).weight.device.type == "cpu"
+
+
+def test_positional_device_arguments(on_cpu):
+    assert nn.Linear(2, 2).to(0, torch.float64).weight.dtype == torch.float64
+    assert torch.randn(2).to(torch.float16).dtype == torch.float16
+    other = torch.zeros(2, dtype=torch.int32)
+    assert torch.randn(2).to(other).dtype == torch.int32
+
+
+def test_sizes_stay_sizes_where_an_overload_takes_ints(on_cpu):
+    assert torch.ones(1).new_ones(2, 3, 4).shape == (2, 3, 4)
+    assert torch.ones(1).new_ones(2, 3, 4, device="cuda").shape == (2, 3, 4)
+
+
+def test_cuda_methods(on_cpu):
+    x = torch.randn(2)
+    assert x.cuda() is x and x.cuda(0, non_blocking=True) is x
+    assert x.is_cuda  # the program sees its CUDA tensors as CUDA tensors
+    model = nn.Linear(2, 2).cuda()
+    assert next(model.parameters()).device.type == "cpu"
+    assert x.untyped_storage().cuda().device.type == "cpu"
+
+
+def test_pinned_memory_on_a_target_without_it(on_cpu):
+    x = torch.randn(4)
+    assert x.pin_memory() is x
+    assert torch.empty(4, pin_memory=True).shape == (4,)
+    assert torch.zeros(4, device="cuda", pin_memory=True).device.type == "cpu"
+    assert x.pin_memory().to("cuda", non_blocking=True).equal(x)
+
+
+def test_default_device_forms(on_cpu):
+    with torch.device("cuda"):
+        assert torch.zeros(1).device.type == "cpu"
+    torch.set_default_device("cuda")
+    try:
+        assert torch.ones(1).device.type == "cpu"
+    finally:
+        torch.set_default_device(None)
+
+
+def test_generator_stream_and_event_classes(on_cpu):
+    generator = torch.Generator(device="cuda").manual_seed(1)
+    assert isinstance(generator, torch.Generator) and generator.device.type == "cpu"
+    assert isinstance(torch.default_generator, torch.Generator)
+    assert torch.randn(3, generator=generator, device="cuda").equal(
+        torch.randn(3, generator=torch.Generator().manual_seed(1)))
+    stream = torch.Stream("cuda")
+    assert isinstance(stream, torch.Stream) and stream.device.type == "cpu"
+    start, end = torch.Event("cuda", enable_timing=True), torch.Event(device="cuda", enable_timing=True)
+    start.record()
+    end.record()
+    assert start.elapsed_time(end) >= 0
+
+
+def test_autocast_and_grad_scaler_take_cuda(on_cpu):
+    model = nn.Linear(4, 4)
+    x = torch.randn(2, 4, device="cuda")
+    with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+        on_target = model(x)
+    with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
+        native = model(x)
+    assert on_target.dtype == torch.bfloat16 and on_target.equal(native)
+    with torch.amp.autocast("cuda"):  # no dtype: the target's autocast dtype, as autocast("cpu") has
+        assert model(x).dtype == torch.get_autocast_dtype("cpu")
+    with torch.cuda.amp.autocast():  # CUDA's deprecated spelling: the same default
+        assert model(x).dtype == torch.get_autocast_dtype("cpu")
+    with torch.cuda.amp.autocast(dtype=torch.float16):
+        assert model(x).dtype == torch.float16
+    assert isinstance(torch.cuda.amp.autocast(), torch.autocast)
+    assert torch.is_autocast_enabled("cuda") is False
+    scaler = torch.amp.GradScaler("cuda")
+    assert scaler.is_enabled() and scaler.get_scale() == 65536.0
+
+
+def test_dataloader_pin_memory_is_quiet(on_cpu):
+    data = torch.utils.data.TensorDataset(torch.arange(8.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        batches = [b for (b,) in torch.utils.data.DataLoader(data, batch_size=4, pin_memory=True,
+                                                             pin_memory_device="cuda")]
+    assert torch.cat(batches).equal(torch.arange(8.0))
+
+
+def test_bad_arguments_get_torchs_own_errors(on_cpu):
+    with pytest.raises(RuntimeError, match="Invalid device string: 'cuda:x'"):
+        torch.zeros(1, device="cuda:x")
+    with pytest.raises(TypeError, match="device"):
+        torch.zeros(1, device=[0])
+
+
+def test_redirects_are_counted_per_op(on_cpu):
+    for _ in range(3):
+        torch.zeros(1, device="cuda")
+    torch.ones(1).to("cuda")
+    torch.zeros(1, device="cpu")  # not a redirect
+    redirects = torchdevice.report()["redirects"]
+    assert redirects["torch.zeros"] == {"cuda->cpu": 3}
+    assert redirects["torch.Tensor.to"] == {"cuda->cpu": 1}
+    torch.zeros(1, device="cuda")
+    assert torchdevice.report()["redirects"]["torch.zeros"] == {"cuda->cpu": 4}

@@ -1,0 +1,58 @@
+"""Real programs: CUDA-written code run by ``torchdevice run`` in a fresh interpreter gives the results
+its CPU-written twin gives when run plainly (in this process, which has no runtime installed)."""
+
+from __future__ import annotations
+
+import json
+import runpy
+import sys
+
+import pytest
+import torch
+import torchdevice_generated
+
+from torchdevice import doctor
+
+EXAMPLES = doctor.__file__.rsplit("/", 2)[0] + "/examples"
+
+
+def run_plainly(monkeypatch, capsys, script: str, *args: str) -> str:
+    """The stdout of ``python examples/SCRIPT ARGS``, run in this process on one thread."""
+    monkeypatch.syspath_prepend(EXAMPLES)
+    monkeypatch.setattr(sys, "argv", [script, *args])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    capsys.readouterr()
+    try:
+        runpy.run_path(f"{EXAMPLES}/{script}", run_name="__main__")
+    finally:
+        torch.set_num_threads(threads)
+    return capsys.readouterr().out
+
+
+def test_gpt_training_written_for_cuda_matches_the_cpu_version(python, monkeypatch, capsys):
+    on_target = python("-m", "torchdevice", "run", "examples/gpt_train.py", "--steps", "6")
+    assert on_target.returncode == 0, on_target.stderr
+    losses = on_target.stdout.split()
+    assert len(losses) == 6 and float(losses[-1]) < float(losses[0])
+    assert losses == run_plainly(monkeypatch, capsys, "gpt_train_cpu.py", "--steps", "6").split()
+
+
+def test_hugging_face_model_moved_with_cuda_generates_the_cpu_tokens(python, monkeypatch, capsys):
+    pytest.importorskip("transformers")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    on_target = python("-m", "torchdevice", "run", "examples/hf_generate.py", env={"HF_HUB_OFFLINE": "1"})
+    assert on_target.returncode == 0, on_target.stderr
+    assert "tokens [5, 17, 42, 8, 1," in on_target.stdout
+    assert on_target.stdout == run_plainly(monkeypatch, capsys, "hf_generate.py", "--device", "cpu")
+
+
+def test_doctor_reports_devices_target_and_catalog(python, monkeypatch, capsys):
+    done = python("-m", "torchdevice", "doctor", "--json", env={"TORCHDEVICE_TARGET": "cpu"})
+    assert done.returncode == 0, done.stderr
+    facts = json.loads(done.stdout)
+    assert facts["target"] == "cpu" and facts["target_from"] == "TORCHDEVICE_TARGET"
+    assert facts["catalog_torch"] == torchdevice_generated.TORCH_VERSION
+    assert facts["wrapped_entry_points"] > 0 and facts["fallback"]["active"] is False
+    monkeypatch.setenv("TORCHDEVICE_TARGET", "cpu")
+    assert 'target: "cuda" means cpu' in doctor.format_facts(doctor.facts())

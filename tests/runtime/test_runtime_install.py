@@ -1,0 +1,128 @@
+"""install / uninstall: targets, exact restoration, idempotence, thread safety, feature hooks."""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torchdevice_generated import cuda_table, device_wrappers
+
+import torchdevice
+from torchdevice import runtime
+
+
+def patched_places():
+    """Every (owner, attribute) the runtime may replace: generated tables and hand-written entry points."""
+    places = [(runtime.resolve(m, p), a) for m, p, a, *_ in device_wrappers.WRAPPERS]
+    places += [(runtime.resolve(m, p), a) for m, p, a, *_ in cuda_table.EMULATION]
+    places += [(torch.Tensor, n) for n in ("cuda", "is_cuda", "pin_memory")]
+    places += [(torch.UntypedStorage, n) for n in ("cuda", "pin_memory")]
+    places += [(torch, n) for n in ("Generator", "Stream", "Event")]
+    places += [(torch.amp.autocast_mode.autocast, "__init__"), (torch.amp.grad_scaler.GradScaler, "__init__"),
+               (torch.utils.data.DataLoader, "__init__"), (torch.serialization, "default_restore_location")]
+    return places
+
+
+def snapshot():
+    return {(id(owner), name): vars(owner).get(name, "<absent>") for owner, name in patched_places()}
+
+
+def test_uninstall_restores_every_attribute_to_the_identical_object():
+    passthrough = {(id(runtime.resolve(m, p)), a) for m, p, a, policy, *_ in cuda_table.EMULATION
+                   if policy == "passthrough"}
+    before = snapshot()
+    torchdevice.install("cpu")
+    during = snapshot()
+    torchdevice.uninstall()
+    after = snapshot()
+    assert [k for k in before if (during[k] is before[k]) != (k in passthrough)] == []
+    assert [k for k in before if after[k] is not before[k]] == []
+
+
+def test_functions_without_device_and_with_a_kernel_are_not_touched(on_cpu):
+    native = torch._C._VariableFunctions
+    assert torch.add is native.add and torch.matmul is native.matmul
+    assert F.gelu is torch._C._nn.gelu
+    assert torch.Tensor.add is torch._C.TensorBase.add
+
+
+def test_target_and_passthrough():
+    assert torchdevice.target() == torch.device("cuda")  # not installed: cuda means cuda
+    with torchdevice.installed("cpu") as device:
+        assert device == torchdevice.target() == torch.device("cpu")
+    assert torchdevice.target() == torch.device("cuda")
+    with pytest.raises(RuntimeError, match="CUDA is not available"):
+        torchdevice.install("cuda")
+    with pytest.raises(ValueError, match="unknown target 'tpu'"):
+        torchdevice.install("tpu")
+
+
+def test_install_is_idempotent_and_installed_restores_the_previous_state(on_cpu):
+    zeros = torch.zeros
+    assert torchdevice.install("cpu") == on_cpu
+    assert torch.zeros is zeros  # nothing re-applied
+    with torchdevice.installed("cpu", prefer_mlx=True):
+        assert runtime.options() == {"prefer_mlx": True}
+    assert runtime.options() == {"prefer_mlx": False}
+    assert torch.zeros(1, device="cuda").device.type == "cpu"
+
+
+def test_concurrent_install_and_uninstall_leave_a_consistent_state():
+    before = snapshot()
+    barrier = threading.Barrier(8)
+
+    def churn(i: int) -> None:
+        barrier.wait()
+        for _ in range(20):
+            torchdevice.install("cpu") if i % 2 else torchdevice.uninstall()
+
+    threads = [threading.Thread(target=churn, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    torchdevice.uninstall()
+    assert [k for k, v in snapshot().items() if v is not before[k]] == []
+
+
+def test_features_activate_through_the_same_patcher(tmp_path, monkeypatch):
+    (tmp_path / "td_feature_probe.py").write_text(
+        "calls = []\n"
+        "def activate(patcher, target, options):\n"
+        "    calls.append((type(patcher).__name__, target, options))\n"
+        "    import torch\n"
+        "    patcher.set(torch, 'td_probe', True)\n"
+    )
+    (tmp_path / "td_feature_broken.py").write_text("import td_no_such_dependency\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(runtime, "FEATURES", ("td_feature_absent", "td_feature_probe"))
+    with torchdevice.installed("cpu", prefer_mlx=True):
+        probe = sys.modules["td_feature_probe"]
+        assert probe.calls == [("Patcher", torch.device("cpu"), {"prefer_mlx": True})]
+        assert torch.td_probe is True
+    assert not hasattr(torch, "td_probe")
+    monkeypatch.setattr(runtime, "FEATURES", ("td_feature_broken",))
+    with pytest.raises(ModuleNotFoundError, match="td_no_such_dependency"):
+        torchdevice.install("cpu")
+    assert torchdevice.target() == torch.device("cuda")  # a failed install leaves nothing behind
+
+
+def test_prefer_mlx_from_the_environment(monkeypatch):
+    monkeypatch.setenv("TORCHDEVICE_PREFER_MLX", "1")
+    with torchdevice.installed("cpu"):
+        assert runtime.options() == {"prefer_mlx": True}
+
+
+def test_target_from_the_environment(python):
+    code = "import torchdevice; print(torchdevice.install(), torchdevice.target())"
+    assert python("-c", code, env={"TORCHDEVICE_TARGET": "cpu"}).stdout.split() == ["cpu", "cpu"]
+    failed = python("-c", code, env={"TORCHDEVICE_TARGET": "mps"})
+    assert failed.returncode == 1 and "target 'mps' requested but MPS is not available" in failed.stderr
+
+
+def test_importing_torchdevice_imports_neither_torch_nor_yaml(python):
+    code = "import sys, torchdevice; print(sorted(m for m in ('torch', 'yaml', 'libcst') if m in sys.modules))"
+    assert python("-c", code).stdout.strip() == "[]"

@@ -1,0 +1,46 @@
+"""torch.distributed for programs written for NCCL, on a machine without CUDA.
+
+:func:`activate` is called by the runtime's ``install()``; every change goes through its
+:class:`~torchdevice.patching.Patcher`, so ``uninstall()`` undoes it exactly.
+
+- ``init_process_group`` / ``new_group``: NCCL spellings create gloo groups
+  (:mod:`torchdevice.distributed.groups`). ``dist.get_backend()`` then returns what the group
+  really uses (``"gloo"``, or ``"cpu:gloo"`` for the ``"cuda:nccl,cpu:gloo"`` form): torch's own
+  code branches on it, and the gloo branch is the right one for a gloo group.
+- ``DistributedDataParallel``: CUDA ``device_ids`` / ``output_device`` follow the module
+  (:mod:`torchdevice.distributed.ddp`).
+- MPS target: collectives on MPS tensors are staged through the CPU
+  (:mod:`torchdevice.distributed.staging`).
+
+Where CUDA is the target (passthrough), nothing is patched.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import torch
+
+from torchdevice.distributed import ddp, groups, staging
+from torchdevice.patching import Patcher
+
+_library: torch.library.Library | None = None  # the staging kernels' lifetime; set only through the patcher
+
+
+def activate(patcher: Patcher, target: torch.device, options: dict[str, Any]) -> None:
+    """Make NCCL-written distributed code run on ``target`` (``cpu`` or ``mps``)."""
+    if target.type == "cuda" or not torch.distributed.is_available():
+        return
+    import torch.distributed.distributed_c10d as c10d
+    from torch.nn.parallel import DistributedDataParallel
+
+    for name, unspecified in (("init_process_group", "nccl"), ("new_group", None)):
+        wrapped = groups.on_gloo(getattr(c10d, name), unspecified)
+        patcher.set(c10d, name, wrapped)
+        patcher.set(torch.distributed, name, wrapped)
+    patcher.set(DistributedDataParallel, "__init__", ddp.on_module_device(DistributedDataParallel.__init__))
+    if target.type != "cpu":
+        # Restoring drops the last reference to the library, whose finalizer removes the kernels.
+        library = staging.register(target.type, dispatch_key=target.type.upper())
+        patcher.set(sys.modules[__name__], "_library", library)

@@ -1,0 +1,101 @@
+"""``torchdevice doctor [--json]``: what this machine offers and what the runtime would do on it.
+
+Everything comes from torch itself and the generated tables (``torchdevice_generated``); no catalog
+YAML is read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+from typing import Any
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args: argparse.Namespace) -> int:
+    found = facts()
+    print(json.dumps(found, indent=2) if args.json else format_facts(found))
+    return 0
+
+
+def facts() -> dict[str, Any]:
+    """Devices present, the target ``"cuda"`` would mean, the catalog's torch version, the runtime's
+    tables and what would fall back."""
+    import torch
+    import torchdevice_generated
+    from torchdevice_generated import cuda_table, device_wrappers, fallback_table
+
+    from torchdevice.devices import resolve_target
+
+    target = resolve_target()
+    policies: dict[str, int] = {}
+    for row in cuda_table.EMULATION:
+        policies[row[3]] = policies.get(row[3], 0) + 1
+    return {
+        "torchdevice": _version(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "catalog_torch": torchdevice_generated.TORCH_VERSION,
+        "devices": {
+            "cuda": torch.cuda.device_count() if torch.cuda.is_available() else 0,
+            "mps": torch.backends.mps.is_available(),
+            "cpu": os.cpu_count() or 1,
+            "mlx": importlib.util.find_spec("mlx") is not None,
+        },
+        "target": str(target),
+        "target_from": "TORCHDEVICE_TARGET" if os.environ.get("TORCHDEVICE_TARGET") else "machine",
+        "passthrough": target.type == "cuda",
+        "wrapped_entry_points": len(device_wrappers.WRAPPERS),
+        "torch_cuda_entries": dict(sorted(policies.items())),
+        "fallback": _fallback(target.type, fallback_table),
+    }
+
+
+def _fallback(target: str, table: Any) -> dict[str, Any]:
+    """What the fallback engine would route elsewhere on ``target``."""
+    if target != "mps":
+        return {"active": False, "why": f"every op has a kernel on {target}"}
+    return {
+        "active": True,
+        "missing_on_mps": len(table.MISSING_ON_MPS),
+        "watched_on_mps": len(table.TRY_ON_MPS),
+        "with_mlx_shim": len(table.MLX_SHIMS),
+        "examples": sorted(table.MISSING_ON_MPS)[:10],
+    }
+
+
+def _version() -> str:
+    import torchdevice
+
+    return torchdevice.__version__
+
+
+def format_facts(f: dict[str, Any]) -> str:
+    d = f["devices"]
+    meaning = "cuda itself (passthrough: nothing is patched)" if f["passthrough"] else f["target"]
+    lines = [
+        f"torchdevice {f['torchdevice']}  python {f['python']}  torch {f['torch']}  "
+        f"(catalog: torch {f['catalog_torch']})",
+        "devices:",
+        f"  cuda  {d['cuda'] or 'not available'}",
+        f"  mps   {'available' if d['mps'] else 'not available'}",
+        f"  cpu   {d['cpu']} cores",
+        f"  mlx   {'installed' if d['mlx'] else 'not installed'}",
+        f"target: \"cuda\" means {meaning} (chosen by {f['target_from']})",
+        f"runtime: {f['wrapped_entry_points']} device entry points wrapped; torch.cuda entries: "
+        + ", ".join(f"{n} {policy}" for policy, n in f["torch_cuda_entries"].items()),
+    ]
+    fb = f["fallback"]
+    if fb["active"]:
+        lines.append(f"fallback: {fb['missing_on_mps']} aten overloads have no MPS kernel, "
+                     f"{fb['watched_on_mps']} are watched; {fb['with_mlx_shim']} can run on MLX, the rest on CPU")
+        lines += [f"  {name}" for name in fb["examples"]]
+    else:
+        lines.append(f"fallback: none ({fb['why']})")
+    return "\n".join(lines)

@@ -1,0 +1,559 @@
+"""The ``torch.cuda`` namespace on a machine without CUDA: the implementations behind the emulation vocabulary.
+
+``catalog/overlays/cuda.yaml`` says, for each public ``torch.cuda`` entry, which word of
+:data:`VOCABULARY` stands in for it (``does``) and with which ``value``; the generated
+``torchdevice_generated.cuda_table`` carries that to the runtime, which installs
+``build(does, value)`` in place of the entry. The emulated device is the target (MPS or CPU):
+
+* availability: one device, index 0, always initialised; torch's own code still sees no CUDA
+  (see :mod:`torchdevice.views`);
+* random numbers: the CUDA generator *is* the target's default generator (``torch.cuda.manual_seed``
+  seeds what ``torch.randn(..., device="cuda")`` draws from);
+* memory statistics: on MPS what ``torch.mps`` reports (current and driver-allocated bytes; MPS keeps
+  no peak, so ``max_*`` report the current value); on CPU the allocator statistics are 0 (CPU
+  allocations are not tracked) and ``mem_get_info`` reports the system's free and total memory;
+* streams are in-order queues that are always complete; events time with a host clock after
+  synchronising the target, so ``elapsed_time`` measures what ran between two ``record()`` calls.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from torchdevice.views import torch_internal
+
+_active: Any = None
+"""The active :class:`torchdevice.redirect.Redirect`; set (and restored) by the runtime's patcher."""
+
+VOCABULARY: dict[str, Callable[[Any], Any]] = {}
+"""Word -> builder: called with the overlay's ``value``, returns the object installed for the entry."""
+
+
+def word(obj: Any) -> Any:
+    """Register ``obj`` as the implementation of the vocabulary word ``obj.__name__``."""
+    VOCABULARY[obj.__name__] = lambda value: obj
+    return obj
+
+
+def builder(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """Register ``fn(value)`` as the builder of the vocabulary word ``fn.__name__``."""
+    VOCABULARY[fn.__name__] = fn
+    return fn
+
+
+def build(does: str, value: Any, name: str) -> Any:
+    """The object that stands in for torch entry ``name`` under the vocabulary word ``does``."""
+    if does not in VOCABULARY:
+        raise LookupError(f"torchdevice: no emulation {does!r} (for {name}); known: {', '.join(sorted(VOCABULARY))}")
+    return VOCABULARY[does](value)
+
+
+def target() -> torch.device:
+    if _active is None:
+        raise RuntimeError("torchdevice: the CUDA emulation is used while the runtime is not installed")
+    return _active.target
+
+
+def _on_mps() -> bool:
+    return target().type == "mps"
+
+
+def unsupported(name: str, why: str, is_class: bool) -> Any:
+    """A stand-in for ``name`` that raises, naming the entry, the target and the reason, when used."""
+
+    def fail(*args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{name} is not supported on target {target().type!r} by torchdevice: {why}")
+
+    if not is_class:
+        fail.__name__ = fail.__qualname__ = name.rpartition(".")[2]
+        return fail
+    return type(name.rpartition(".")[2], (), {"__new__": fail, "__doc__": f"Unsupported: {why}"})
+
+
+# -- generic words -------------------------------------------------------------------------------
+
+
+@word
+def noop(*args: Any, **kwargs: Any) -> None:
+    """Accept anything, do nothing (nothing to do on the target)."""
+
+
+@word
+@contextlib.contextmanager
+def null_context(*args: Any, **kwargs: Any) -> Iterator[None]:
+    """A context manager (and decorator) that does nothing."""
+    yield
+
+
+@builder
+def constant(value: Any) -> Callable[..., Any]:
+    """A function that accepts anything and returns (a fresh copy of) ``value``."""
+
+    def fixed(*args: Any, **kwargs: Any) -> Any:
+        return type(value)(value) if isinstance(value, (list, dict)) else value
+
+    return fixed
+
+
+# -- devices -------------------------------------------------------------------------------------
+
+
+@word
+def is_available() -> bool:
+    """True for the program and its libraries; torch's own code gets the real answer (no CUDA)."""
+    return not torch_internal()
+
+
+@word
+def is_initialized() -> bool:
+    """Like :func:`is_available`: the emulated device is ready as soon as it is available."""
+    return not torch_internal()
+
+
+@word
+def device_count() -> int:
+    """One emulated device for the program; torch's own code sees none."""
+    return 0 if torch_internal() else 1
+
+
+@word
+def current_device() -> int:
+    return 0
+
+
+def _index(device: Any, optional: bool = True) -> int:
+    """The CUDA device index ``device`` names (0 for the current one); only index 0 exists."""
+    if device is None or (isinstance(device, int) and device < 0):
+        return 0
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type not in ("cuda", target().type):
+            raise ValueError(f"Expected a cuda device, but got: {device}")
+        return device.index or 0
+    if isinstance(device, int) and not isinstance(device, bool):
+        return device
+    raise ValueError(f"Expected a cuda device, but got: {device!r}")
+
+
+@word
+def set_device(device: Any) -> None:
+    """Select device ``device``: index 0 is the only one; others are accepted and mean the target too."""
+    _index(device)
+
+
+@word
+class device:
+    """Context manager that selects a device: the target is the only one, so it only validates."""
+
+    def __init__(self, device: Any) -> None:
+        self.idx = _index(device)
+        self.prev_idx = -1
+
+    def __enter__(self) -> None:
+        self.prev_idx = 0
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+@word
+class device_of(device):
+    """Context manager that selects the device of a tensor or storage."""
+
+    def __init__(self, obj: Any) -> None:
+        super().__init__(None)
+
+
+@word
+def get_device_name(device: Any = None) -> str:
+    _index(device)
+    if _on_mps():
+        return "Apple MPS (torchdevice)"
+    return f"{platform.processor() or platform.machine()} CPU (torchdevice)"
+
+
+@dataclass(frozen=True)
+class DeviceProperties:
+    """What ``torch.cuda.get_device_properties`` reports for the emulated device."""
+
+    name: str
+    major: int
+    minor: int
+    total_memory: int
+    multi_processor_count: int
+    is_integrated: bool = True
+    is_multi_gpu_board: bool = False
+    warp_size: int = 32
+    L2_cache_size: int = 0
+    gcnArchName: str = ""
+
+
+@word
+def get_device_properties(device: Any = None) -> DeviceProperties:
+    major, minor = get_device_capability(device)
+    total = mem_get_info(device)[1]
+    return DeviceProperties(get_device_name(device), major, minor, total, os.cpu_count() or 1)
+
+
+CAPABILITY = (8, 0)
+"""The compute capability reported: that of a device supporting bf16, which the targets do."""
+
+
+@word
+def get_device_capability(device: Any = None) -> tuple[int, int]:
+    _index(device)
+    return CAPABILITY
+
+
+@word
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    return torch.backends.mps.is_macos_or_newer(14, 0) if _on_mps() else True
+
+
+@word
+def synchronize(device: Any = None) -> None:
+    """Wait for the target: ``torch.mps.synchronize()``; CPU work is already complete."""
+    _index(device)
+    if _on_mps():
+        torch.mps.synchronize()
+
+
+@word
+def list_gpu_processes(device: Any = None) -> str:
+    return f"GPU:{_index(device)}\nno processes are running (emulated on {target().type})"
+
+
+# -- streams and events --------------------------------------------------------------------------
+
+
+@word
+class Event(torch.Event):
+    """A CUDA event on the emulated device: ``record`` synchronises the target and reads a host clock.
+
+    A ``torch.Event`` (of the CPU, which cannot record by itself), so ``isinstance`` checks hold.
+    """
+
+    def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> Event:
+        return super().__new__(cls, "cpu", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
+
+    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> None:
+        self.enable_timing = enable_timing
+        self._device = target()
+        self._time_ns: int | None = None
+
+    @property
+    def device(self) -> torch.device:  # type: ignore[override]
+        return self._device
+
+    def record(self, stream: Any = None) -> None:
+        synchronize()
+        self._time_ns = time.perf_counter_ns()
+
+    def wait(self, stream: Any = None) -> None:
+        """Make ``stream`` wait for this event: work on the target is in order, nothing to wait for."""
+
+    def query(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        synchronize()
+
+    def elapsed_time(self, end_event: torch.Event) -> float:
+        """Milliseconds between this event's and ``end_event``'s ``record()``."""
+        if not (self.enable_timing and getattr(end_event, "enable_timing", False)):
+            raise ValueError("Both events must be created with argument 'enable_timing=True'.")
+        end = getattr(end_event, "_time_ns", None)
+        if self._time_ns is None or end is None:
+            raise ValueError("Both events must be recorded before calculating elapsed time.")
+        return (end - self._time_ns) / 1e6
+
+    def ipc_handle(self) -> Any:
+        raise NotImplementedError("Event.ipc_handle is not supported by torchdevice: events are not shared")
+
+    @classmethod
+    def from_ipc_handle(cls, device: Any, handle: Any) -> Event:
+        raise NotImplementedError("Event.from_ipc_handle is not supported by torchdevice: events are not shared")
+
+    def __repr__(self) -> str:
+        return "<torch.cuda.Event (emulated)>"
+
+
+@word
+class Stream:
+    """A CUDA stream on the emulated device: work runs in order, so a stream is always complete."""
+
+    def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
+        self.device_index = _index(device)
+        self.device = target()
+        self.priority = priority
+        self.cuda_stream = 0
+
+    def wait_event(self, event: Event) -> None:
+        event.wait(self)
+
+    def wait_stream(self, stream: Stream) -> None:
+        """Nothing to wait for: every stream is complete."""
+
+    def record_event(self, event: Event | None = None) -> Event:
+        event = Event() if event is None else event
+        event.record(self)
+        return event
+
+    def query(self) -> bool:
+        return True
+
+    def synchronize(self) -> None:
+        synchronize()
+
+    def __repr__(self) -> str:
+        return f"<torch.cuda.Stream (emulated) priority={self.priority}>"
+
+
+_streams: dict[str, Stream] = {}
+
+
+def _default() -> Stream:
+    return _streams.setdefault("default", Stream())
+
+
+@word
+def default_stream(device: Any = None) -> Stream:
+    _index(device)
+    return _default()
+
+
+@word
+def current_stream(device: Any = None) -> Stream:
+    _index(device)
+    return _streams.get("current") or _default()
+
+
+@word
+def set_stream(stream: Stream) -> None:
+    if stream is not None:
+        _streams["current"] = stream
+
+
+@word
+class StreamContext:
+    """Context manager that makes ``stream`` current."""
+
+    def __init__(self, stream: Stream | None) -> None:
+        self.stream = stream
+        self.prev: Stream | None = None
+
+    def __enter__(self) -> None:
+        if self.stream is not None:
+            self.prev = current_stream()
+            set_stream(self.stream)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.stream is not None:
+            set_stream(self.prev)
+
+
+@word
+def stream(stream: Stream | None) -> StreamContext:
+    return StreamContext(stream)
+
+
+# -- memory --------------------------------------------------------------------------------------
+
+
+def _allocated() -> int:
+    return torch.mps.current_allocated_memory() if _on_mps() else 0
+
+
+def _reserved() -> int:
+    return torch.mps.driver_allocated_memory() if _on_mps() else 0
+
+
+@word
+def memory_allocated(device: Any = None) -> int:
+    """Bytes held by tensors: ``torch.mps.current_allocated_memory()``; 0 on CPU."""
+    _index(device)
+    return _allocated()
+
+
+@word
+def memory_reserved(device: Any = None) -> int:
+    """Bytes held by the allocator: ``torch.mps.driver_allocated_memory()``; 0 on CPU."""
+    _index(device)
+    return _reserved()
+
+
+@word
+def memory_stats(device: Any = None) -> dict[str, int]:
+    """The allocator statistics that have a counterpart on the target (current and peak bytes)."""
+    allocated, reserved = memory_allocated(device), memory_reserved(device)
+    stats = {}
+    for key, value in (("allocated_bytes", allocated), ("reserved_bytes", reserved), ("active_bytes", allocated)):
+        for kind in ("current", "peak"):
+            stats[f"{key}.all.{kind}"] = value
+    stats.update(num_alloc_retries=0, num_ooms=0)
+    return dict(sorted(stats.items()))
+
+
+@word
+def memory_stats_as_nested_dict(device: Any = None) -> dict[str, Any]:
+    nested: dict[str, Any] = {}
+    for key, value in memory_stats(device).items():
+        *path, leaf = key.split(".")
+        node = nested
+        for part in path:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return nested
+
+
+@word
+def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
+    lines = [f"torchdevice memory summary (CUDA emulated on {target().type})"]
+    lines += [f"  {key:<32} {value:>16,}" for key, value in memory_stats(device).items()]
+    return "\n".join(lines)
+
+
+@word
+def mem_get_info(device: Any = None) -> tuple[int, int]:
+    """``(free, total)`` bytes: MPS's recommended working set less what its driver holds; system memory on CPU."""
+    _index(device)
+    if _on_mps():
+        total = torch.mps.recommended_max_memory()
+        return max(total - torch.mps.driver_allocated_memory(), 0), total
+    page = os.sysconf("SC_PAGE_SIZE")
+    return os.sysconf("SC_AVPHYS_PAGES") * page, os.sysconf("SC_PHYS_PAGES") * page
+
+
+@word
+def empty_cache() -> None:
+    if _on_mps():
+        torch.mps.empty_cache()
+
+
+_memory_fraction: dict[str, float] = {}
+
+
+@word
+def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
+    _index(device)
+    if not 0 <= fraction <= 1:
+        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+    if _on_mps():
+        torch.mps.set_per_process_memory_fraction(fraction)
+    _memory_fraction["fraction"] = fraction
+
+
+@word
+def get_per_process_memory_fraction(device: Any = None) -> float:
+    _index(device)
+    return _memory_fraction.get("fraction", 1.0)
+
+
+# -- backends ------------------------------------------------------------------------------------
+
+
+@word
+def preferred_linalg_library(backend: Any = None) -> Any:
+    """Accept any choice (cuSOLVER and MAGMA are CUDA libraries); report the backend in use."""
+    return torch._C._get_linalg_preferred_backend()
+
+
+# -- random numbers ------------------------------------------------------------------------------
+
+
+def _generator() -> torch.Generator:
+    """The target's default generator: what ``device="cuda"`` random functions draw from."""
+    return torch.mps._get_default_mps_generator() if _on_mps() else torch.default_generator
+
+
+@word
+def manual_seed(seed: int) -> None:
+    _generator().manual_seed(int(seed))
+
+
+@word
+def seed() -> None:
+    _generator().seed()
+
+
+@word
+def initial_seed() -> int:
+    return _generator().initial_seed()
+
+
+@word
+def get_rng_state(device: Any = "cuda") -> torch.Tensor:
+    _index(device)
+    return _generator().get_state()
+
+
+@word
+def get_rng_state_all() -> list[torch.Tensor]:
+    return [get_rng_state()]
+
+
+@word
+def set_rng_state(new_state: torch.Tensor, device: Any = "cuda") -> None:
+    _index(device)
+    _generator().set_state(new_state)
+
+
+@word
+def set_rng_state_all(new_states: Any) -> None:
+    for state in new_states:
+        set_rng_state(state)
+
+
+@builder
+def default_generators(value: Any) -> tuple[torch.Generator, ...]:
+    """``torch.cuda.default_generators``: the target's default generator, for the one device."""
+    return (_generator(),)
+
+
+# -- mixed precision -----------------------------------------------------------------------------
+
+
+@word
+class autocast(torch.amp.autocast_mode.autocast):
+    """``torch.cuda.amp.autocast(...)``: ``torch.autocast("cuda", ...)`` as PyTorch's deprecation note says.
+
+    CUDA's version defaults ``dtype`` to float16, CUDA's autocast dtype; here it defaults to the target's
+    autocast dtype (bfloat16 on CPU, float16 on MPS), exactly as ``torch.autocast("cuda")`` does under the
+    runtime and as the source rewriter's ``torch.amp.autocast(<device type>)`` does everywhere.
+    """
+
+    def __init__(self, enabled: bool = True, dtype: torch.dtype | None = None, cache_enabled: bool = True) -> None:
+        super().__init__("cuda", enabled=enabled, dtype=dtype, cache_enabled=cache_enabled)
+
+
+# -- legacy tensor types -------------------------------------------------------------------------
+
+
+@builder
+def tensor_type(value: str) -> type:
+    """``torch.cuda.FloatTensor`` and kin: the CPU legacy constructor, moved to the target.
+
+    ``value`` is the dtype name (``"float32"``); ``isinstance`` checks dtype and device.
+    """
+    dtype = getattr(torch, value)
+    legacy = torch.tensor([], dtype=dtype).type()  # "torch.FloatTensor"
+    cpu_type = getattr(torch, legacy.rpartition(".")[2])
+
+    class Meta(type):
+        def __call__(cls, *args: Any, **kwargs: Any) -> torch.Tensor:
+            return cpu_type(*args, **kwargs).to(target())
+
+        def __instancecheck__(cls, instance: object) -> bool:
+            return (isinstance(instance, torch.Tensor) and instance.dtype == dtype
+                    and instance.device.type == target().type)
+
+    return Meta(legacy.rpartition(".")[2], (), {"dtype": dtype, "is_cuda": True, "__module__": "torch.cuda"})

@@ -1,0 +1,165 @@
+"""Install and uninstall: every patch goes through one :class:`~torchdevice.patching.Patcher`.
+
+Order of installation: the generated device wrappers (``torchdevice_generated.device_wrappers``),
+the hand-written entry points (tensors, checkpoints and data loading, autocast and GradScaler,
+generator/stream/event classes), the ``torch.cuda`` emulation table
+(``torchdevice_generated.cuda_table``), then each feature module in :data:`FEATURES`, which patches
+through the same patcher, so ``uninstall()`` undoes everything, newest first.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.jit._builtins
+
+from torchdevice import amp, data, emulation, shims, tensors
+from torchdevice.devices import resolve_target
+from torchdevice.patching import Patcher
+from torchdevice.redirect import Redirect
+
+FEATURES = ("torchdevice.fallback", "torchdevice.distributed")
+"""Modules whose ``activate(patcher, target, options)`` runs after the runtime's own patches, when present."""
+
+HAND_WRITTEN = (tensors, data, amp, shims)
+"""Modules whose ``patch(patcher, redirect)`` installs the entry points written by hand."""
+
+log = logging.getLogger("torchdevice")
+
+
+@dataclass
+class State:
+    """An installation: what ``"cuda"`` means and how to undo it."""
+
+    target: torch.device
+    options: dict[str, Any]
+    patcher: Patcher = field(default_factory=Patcher)
+    redirect: Redirect | None = None  # None: passthrough, nothing patched
+    jit_ids: list[int] = field(default_factory=list)
+
+
+_lock = threading.RLock()
+_state: State | None = None
+
+
+def install(target: str | torch.device | None = None, *, prefer_mlx: bool = False) -> torch.device:
+    """Activate the runtime; return the device ``"cuda"`` now means. Idempotent; a new target reinstalls."""
+    global _state
+    with _lock:
+        device = resolve_target(target)
+        options = {"prefer_mlx": prefer_mlx or os.environ.get("TORCHDEVICE_PREFER_MLX") == "1"}
+        if _state is not None:
+            if _state.target == device and _state.options == options:
+                return device
+            uninstall()
+        configure_logging()
+        state = _state = State(device, options)  # visible to features while they activate
+        try:
+            if device.type != "cuda":
+                _activate(state)
+        except BaseException:
+            _deactivate(state)
+            _state = None
+            raise
+        log.info("installed: cuda -> %s", device if device.type != "cuda" else "cuda (passthrough)")
+        return device
+
+
+def uninstall() -> None:
+    """Restore every patched attribute to the identical original object. Idempotent."""
+    global _state
+    with _lock:
+        if _state is None:
+            return
+        flush()
+        _deactivate(_state)
+        _state = None
+
+
+def current_target() -> torch.device:
+    """The device ``"cuda"`` means now (``cuda`` itself when not installed or passing through)."""
+    state = _state
+    return state.target if state is not None else torch.device("cuda")
+
+
+def options() -> dict[str, Any] | None:
+    """The options of the active installation, ``None`` when not installed."""
+    state = _state
+    return dict(state.options) if state is not None else None
+
+
+def flush() -> None:
+    """Fold pending redirect counts into :mod:`torchdevice.report`."""
+    state = _state
+    if state is not None and state.redirect is not None:
+        state.redirect.flush()
+
+
+def configure_logging() -> None:
+    """``TORCHDEVICE_LOG=info`` (or any level name): log to stderr at that level."""
+    level = os.environ.get("TORCHDEVICE_LOG")
+    if not level:
+        return
+    log.setLevel(level.upper())
+    if not any(getattr(h, "torchdevice", False) for h in log.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("torchdevice: %(message)s"))
+        handler.torchdevice = True  # type: ignore[attr-defined]
+        log.addHandler(handler)
+
+
+def _activate(state: State) -> None:
+    from torchdevice_generated import cuda_table, device_wrappers
+
+    r = state.redirect = Redirect(state.target)
+    patcher = state.patcher
+    patcher.set(emulation, "_active", r)
+    builtins = torch.jit._builtins._get_builtin_table()
+    for module, path, attr, op, factory in device_wrappers.WRAPPERS:
+        owner = resolve(module, path)
+        original = getattr(owner, attr)
+        wrapper = factory(original, r, r.slot(op))
+        patcher.set(owner, attr, wrapper)
+        aten = builtins.get(id(original))
+        if aten is not None:  # TorchScript resolves torch functions by identity
+            builtins[id(wrapper)] = aten
+            state.jit_ids.append(id(wrapper))
+    for hand_written in HAND_WRITTEN:
+        hand_written.patch(patcher, r)
+    for module, path, attr, policy, does, value, why, is_class in cuda_table.EMULATION:
+        name = ".".join((module, *path, attr))
+        if policy == "unsupported":
+            patcher.set(resolve(module, path), attr, emulation.unsupported(name, why, is_class))
+        elif policy == "emulate":
+            patcher.set(resolve(module, path), attr, emulation.build(does, value, name))
+    for name in FEATURES:
+        try:
+            feature = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+            continue
+        feature.activate(patcher, state.target, dict(state.options))
+
+
+def _deactivate(state: State) -> None:
+    builtins = torch.jit._builtins._get_builtin_table()
+    for ident in state.jit_ids:
+        builtins.pop(ident, None)
+    state.jit_ids.clear()
+    state.patcher.restore()
+
+
+def resolve(module: str, path: tuple[str, ...]) -> Any:
+    """The object at ``module`` then attribute ``path`` (``("Tensor",)`` in ``torch``: ``torch.Tensor``)."""
+    owner: Any = importlib.import_module(module)
+    for part in path:
+        owner = getattr(owner, part)
+    return owner
