@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-import torch.jit._builtins
 
 from torchdevice import amp, data, emulation, shims, tensors
+from torchdevice.compilers import Compilers
 from torchdevice.devices import resolve_target
 from torchdevice.patching import Patcher
 from torchdevice.redirect import Redirect
@@ -42,7 +42,6 @@ class State:
     options: dict[str, Any]
     patcher: Patcher = field(default_factory=Patcher)
     redirect: Redirect | None = None  # None: passthrough, nothing patched
-    jit_ids: list[int] = field(default_factory=list)
 
 
 _lock = threading.RLock()
@@ -121,16 +120,13 @@ def _activate(state: State) -> None:
     r = state.redirect = Redirect(state.target)
     patcher = state.patcher
     patcher.set(emulation, "_active", r)
-    builtins = torch.jit._builtins._get_builtin_table()
+    compilers = Compilers(patcher)
     for module, path, attr, op, factory in device_wrappers.WRAPPERS:
         owner = resolve(module, path)
         original = getattr(owner, attr)
         wrapper = factory(original, r, r.slot(op))
         patcher.set(owner, attr, wrapper)
-        aten = builtins.get(id(original))
-        if aten is not None:  # TorchScript resolves torch functions by identity
-            builtins[id(wrapper)] = aten
-            state.jit_ids.append(id(wrapper))
+        compilers.add(original, wrapper)
     for hand_written in HAND_WRITTEN:
         hand_written.patch(patcher, r)
     for module, path, attr, policy, does, value, why, is_class in cuda_table.EMULATION:
@@ -150,10 +146,6 @@ def _activate(state: State) -> None:
 
 
 def _deactivate(state: State) -> None:
-    builtins = torch.jit._builtins._get_builtin_table()
-    for ident in state.jit_ids:
-        builtins.pop(ident, None)
-    state.jit_ids.clear()
     state.patcher.restore()
 
 

@@ -41,6 +41,36 @@ def test_dynamo_and_compile_trace_through_the_wrappers(on_cpu):
     torch._dynamo.reset()
 
 
+COMPILE_AFTER_LATE_DYNAMO_IMPORT = """
+import sys
+import torch
+import torchdevice
+
+def step(a):
+    return torch.sin(a) + torch.ones(3, device="cuda")
+
+torchdevice.install("cpu")
+torch.optim.Adam([torch.zeros(1, requires_grad=True)])  # imports torch._dynamo: its rule map is built now
+assert "torch._dynamo" in sys.modules
+a = torch.randn(3)
+print(torch.compile(step, fullgraph=True, backend="eager")(a).equal(step(a)))
+torch.distributed.init_process_group("gloo", store=torch.distributed.HashStore(), rank=0, world_size=1)
+torch._dynamo.reset()  # init_process_group cleared the rule map: rebuilt while installed
+print(torch.compile(lambda a: torch.zeros(3, device="cuda") + a, fullgraph=True, backend="eager")(a).equal(a))
+torch.distributed.destroy_process_group()
+torchdevice.uninstall()
+torch._dynamo.reset()
+print(torch.compile(lambda a: torch.ones(3) + a, fullgraph=True, backend="eager")(a).equal(a + 1))
+"""
+
+
+def test_compile_when_dynamo_is_first_imported_while_installed(python):
+    # A fresh interpreter: torch._dynamo must not be imported before the runtime is installed.
+    done = python("-c", COMPILE_AFTER_LATE_DYNAMO_IMPORT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True", "True"]
+
+
 @pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
 def test_torchscript_resolves_wrapped_factories(on_cpu):
     def f(a: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,95 @@
+"""Torch's compilers keep recognizing torch functions while device wrappers stand in for them.
+
+TorchScript and Dynamo both know torch's functions by identity. TorchScript's builtin table
+(``id(torch.zeros) -> aten::zeros``) is read when a function is scripted: each wrapper gets its
+original's entry, so scripted code calls the op. Dynamo inlines a wrapper (plain Python) and must
+then recognize the original it calls in its rule map, which it builds from ``getattr(torch, name)``
+when ``torch._dynamo`` is first imported (creating an optimizer does that) and again after
+``init_process_group`` clears it. A map built while the wrappers are installed would name the
+wrappers, and ``torch.compile`` would then refuse the originals; so while installed, every map
+Dynamo builds is corrected, each wrapper's rule given back to its original. If ``torch._dynamo``
+is not imported yet, a meta path hook applies the correction when it is.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import sys
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+import torch
+import torch.jit._builtins
+
+from torchdevice.patching import Patcher
+
+TRACE_RULES = "torch._dynamo.trace_rules"
+
+
+class Compilers:
+    """The compilers' view of one installation's wrappers; undone by the patcher."""
+
+    def __init__(self, patcher: Patcher) -> None:
+        self.patcher = patcher
+        self.originals: dict[Any, Any] = {}  # wrapper -> the function it stands in for
+        self._jit = torch.jit._builtins._get_builtin_table()
+        patcher.defer(self._forget)
+        module = sys.modules.get(TRACE_RULES)
+        if module is not None:
+            self._correct_rule_maps(module)
+        else:
+            hook = _AfterImport(TRACE_RULES, self._correct_rule_maps)
+            sys.meta_path.insert(0, hook)
+            patcher.defer(lambda: sys.meta_path.remove(hook) if hook in sys.meta_path else None)
+
+    def add(self, original: Any, wrapper: Any) -> None:
+        """``wrapper`` now stands where ``original`` was."""
+        self.originals[wrapper] = original
+        aten = self._jit.get(id(original))
+        if aten is not None:
+            self._jit[id(wrapper)] = aten
+
+    def _forget(self) -> None:
+        for wrapper in self.originals:
+            self._jit.pop(id(wrapper), None)
+        self.originals.clear()
+
+    def _correct_rule_maps(self, trace_rules: ModuleType) -> None:
+        build = trace_rules.get_torch_obj_rule_map
+        originals = self.originals
+        corrected: list[dict[Any, Any]] = [{}]
+
+        def get_torch_obj_rule_map() -> dict[Any, Any]:
+            rules = build()
+            if rules is not corrected[0]:  # a map not seen yet: built, or rebuilt
+                for wrapper in rules.keys() & originals.keys():
+                    rules.setdefault(originals[wrapper], rules.pop(wrapper))
+                corrected[0] = rules
+            return rules
+
+        get_torch_obj_rule_map.cache_clear = build.cache_clear  # type: ignore[attr-defined]
+        self.patcher.set(trace_rules, "get_torch_obj_rule_map", get_torch_obj_rule_map)
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Calls ``then(module)`` once the module ``name`` has been executed by a later import."""
+
+    def __init__(self, name: str, then: Callable[[ModuleType], None]) -> None:
+        self.name, self.then = name, then
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self.name:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None:
+            return None
+        exec_module, then = spec.loader.exec_module, self.then
+
+        def exec_then(module: ModuleType) -> None:
+            exec_module(module)
+            then(module)
+
+        spec.loader.exec_module = exec_then  # type: ignore[method-assign]  # this spec's own loader
+        return spec
