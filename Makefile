@@ -36,5 +36,9 @@ status: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m bench
 
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m mypy torchdevice codegen
+
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

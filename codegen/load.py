@@ -81,7 +81,7 @@ def _entry(raw: Any, path: Path) -> Entry:
     ):
         raise CatalogError(path, None, name, f"bad kernels {kernels!r}")
     return Entry(
-        name=name,
+        name=raw["name"],
         kind=raw["kind"],
         module=raw["module"],
         category=raw["category"],
@@ -119,7 +119,8 @@ def load_list(path: Path, cls: type, known: set[str]) -> tuple[Any, ...]:
         return ()
     if not isinstance(root, yaml.SequenceNode):
         raise CatalogError(path, schema.line_of(root), None, "expected a list of records")
-    records, lines = [], {}
+    records: list[Any] = []
+    lines: dict[str, int | None] = {}
     for node in root.value:
         record = schema.build(cls, node, path)
         line = schema.line_of(node)

@@ -101,7 +101,7 @@ def convert(hint: Any, node: yaml.Node, path: Path, entry: str | None, field: st
         got = _constructor.construct_object(node, deep=True)
         raise CatalogError(path, line_of(node), entry, f"field {field!r}: expected {expected}, got {got!r}")
 
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return build(hint, node, path, entry)
     if origin in (Union, types.UnionType):
         if isinstance(node, yaml.ScalarNode) and node.tag == "tag:yaml.org,2002:null":
