@@ -126,3 +126,12 @@ def test_target_from_the_environment(python):
 def test_importing_torchdevice_imports_neither_torch_nor_yaml(python):
     code = "import sys, torchdevice; print(sorted(m for m in ('torch', 'yaml', 'libcst') if m in sys.modules))"
     assert python("-c", code).stdout.strip() == "[]"
+
+
+def test_installing_on_a_complete_target_imports_no_mlx(python):
+    # The CPU runs every op: nothing falls back, so neither MLX nor the 500 MLX shims are loaded.
+    code = ("import sys, torchdevice; torchdevice.install('cpu'); "
+            "print(sorted(m for m in ('mlx.core', 'torchdevice_generated.mlx_shims') if m in sys.modules))")
+    assert python("-c", code).stdout.strip() == "[]"
+    prefer = python("-c", code.replace("install('cpu')", "install('cpu', prefer_mlx=True)"))
+    assert prefer.stdout.strip() == "['mlx.core', 'torchdevice_generated.mlx_shims']", prefer.stderr

@@ -63,8 +63,9 @@ def activate(patcher: Patcher, target: torch.device | Target, options: dict[str,
         return
     from torchdevice_generated.fallback_table import MLX_SHIMS
 
+    cache, prefer_mlx = CapabilityCache.open(spec.name), bool(options.get("prefer_mlx"))
+    if not (prefer_mlx and MLX_SHIMS) and not Engine(spec, cache).overloads():
+        return  # the target completes every op: nothing to register, no MLX shim to import
     shims, unsupported = mlx_shims(MLX_SHIMS)
-    engine = Engine(spec, CapabilityCache.open(spec.name), shims=shims, unsupported=unsupported,
-                    prefer_mlx=bool(options.get("prefer_mlx")))
-    if engine.overloads():
-        patcher.set(sys.modules[__name__], "_library", engine.install())
+    engine = Engine(spec, cache, shims=shims, unsupported=unsupported, prefer_mlx=prefer_mlx)
+    patcher.set(sys.modules[__name__], "_library", engine.install())
