@@ -16,7 +16,8 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/torchdevice run examples/gpt_train.py --steps 20
+	TORCHDEVICE_LOG=info $(VENV)/bin/torchdevice run examples/gpt_train.py --steps 20
+	$(VENV)/bin/torchdevice rewrite examples/gpt_train.py --diff; test $$? -le 1
 
 test: $(STAMP) check-generated
 	$(PY) -m pytest -n $(JOBS) -q

@@ -134,7 +134,7 @@ class Catalog:
 
     torch_version: str
     entries: tuple[Entry, ...]
-    rewrite: tuple = ()  # rewrite rules (codegen.overlays.rewrite.RewriteRule), in file order
+    rewrite: tuple = ()  # rewrite rules (torchdevice.rewrite.rule.RewriteRule), in file order
 
     @cached_property
     def by_name(self) -> dict[str, Entry]:

@@ -1,8 +1,9 @@
 """Hand-curated overlays: the only hand-edited catalog data (``catalog/overlays/*.yaml``).
 
-Each overlay file has a record class in a module of this package. Per-entry overlays are YAML
-mappings from a torch qualified name to a record and end up on ``Entry.overlays``; list overlays
-(rewrite rules) are sequences of records that end up on the ``Catalog``.
+Each overlay file has a record class in a module of this package, except the rewrite rules: their
+record, ``torchdevice.rewrite.rule.RewriteRule``, is built at run time by the generated rules table.
+Per-entry overlays are YAML mappings from a torch qualified name to a record and end up on
+``Entry.overlays``; list overlays (rewrite rules) are sequences of records that end up on the ``Catalog``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import dataclass
 
 from codegen.overlays.cuda import CudaRule
 from codegen.overlays.mlx import MlxMapping
-from codegen.overlays.rewrite import RewriteRule
+from torchdevice.rewrite.rule import RewriteRule
 
 
 @dataclass(frozen=True)

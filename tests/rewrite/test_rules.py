@@ -10,8 +10,8 @@ import pytest
 from torchdevice_generated.rewrite_rules import RULES
 
 from codegen.load import load, load_list
-from codegen.overlays.rewrite import RewriteRule
 from codegen.schema import CatalogError
+from torchdevice.rewrite.rule import RewriteRule
 from torchdevice.rewrite.rules import RuleSet, default
 from torchdevice.rewrite.source import rewrite_source
 
@@ -113,9 +113,18 @@ def test_value_arguments_are_device_parameters(rule, catalog):
         assert at & expected, f"{name} argument {index} is one of {at}, not a parameter in {expected}"
 
 
+@pytest.mark.parametrize("rule", [r for r in RULES if r.kind == "argument"], ids=lambda r: r.name)
+def test_argument_rule_names_device_parameters(rule, catalog):
+    """``params`` are the callable's leading parameters; ``keywords`` are device parameters of it."""
+    entry = catalog[rule.match]
+    assert rule.params == tuple(_positional_names(_signatures(entry)[0])[: len(rule.params)])
+    assert set(rule.keywords) <= set(entry.device_params)
+
+
 def test_rule_set_indexes_the_table():
     rules = RuleSet.build(RULES)
     assert set(rules.calls) == {r.match for r in RULES if r.kind == "call"}
+    assert set(rules.arguments) == {r.match for r in RULES if r.kind == "argument"}
     assert rules.in_namespace("torch.cuda.amp") and not rules.in_namespace("torch.cudax")
     assert rules.may_apply(b"x.cuda()") and not rules.may_apply(b"x.to('mps')")
 
@@ -125,6 +134,8 @@ def test_rule_fields_must_fit_the_kind():
         RewriteRule(name="backend-x", kind="backend", doc="", match="nccl", to="f", methods=("to",))
     with pytest.raises(ValueError, match="'call-x'.*needs 'to'"):
         RewriteRule(name="call-x", kind="call", doc="", match="torch.cuda.x")
+    with pytest.raises(ValueError, match="'argument-x'.*needs 'keywords', each one of 'params'"):
+        RewriteRule(name="argument-x", kind="argument", doc="", match="torch.f", params=("a",), keywords=("b",))
 
 
 def test_unknown_torch_name_is_reported_with_file_and_line(tmp_path):

@@ -3,5 +3,6 @@
 ``command`` is the CLI; ``jobs`` rewrites many files (``files`` finds, reads and writes them);
 ``source`` rewrites one module: ``outline`` finds the statements worth parsing, ``transform``
 (with ``values`` and ``calls``) rewrites them, ``prelude`` adds the accelerator helper. The rules
-are data: ``catalog/overlays/rewrite.yaml``, rendered into ``torchdevice_generated.rewrite_rules``.
+are data: ``catalog/overlays/rewrite.yaml``, rendered into ``torchdevice_generated.rewrite_rules`` as
+``rule.RewriteRule`` records.
 """

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from codegen.overlays.rewrite import RewriteRule
+from torchdevice.rewrite.rule import RewriteRule
 
 _SPACE = cst.SimpleWhitespace(" ")
 _NONE = cst.SimpleWhitespace("")

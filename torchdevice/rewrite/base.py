@@ -8,9 +8,9 @@ from typing import Literal
 
 import libcst as cst
 
-from codegen.overlays.rewrite import RewriteRule
 from torchdevice.rewrite.forms import Forms
 from torchdevice.rewrite.imports import ImportMap, root_name
+from torchdevice.rewrite.rule import RewriteRule
 from torchdevice.rewrite.rules import RuleSet, ValueRule
 
 Form = Literal["object", "string"]
@@ -48,6 +48,7 @@ class RewriterBase(cst.CSTTransformer):
         self.contexts: dict[int, Context] = {}
         self.call_rules: dict[int, RewriteRule] = {}
         self.method_rules: dict[int, RewriteRule] = {}
+        self.argument_rules: dict[int, RewriteRule] = {}
         self.device_calls: set[int] = set()
         self.references: dict[int, str] = {}
         self.callees: set[int] = set()

@@ -1,5 +1,6 @@
 """Calls: ``torch.cuda.X(...)`` to their replacements, ``x.cuda()`` to ``x.to(...)``, ``torch.device("cuda")``,
-and guards for what needs an accelerator (``if torch.accelerator.is_available(): ...``)."""
+arguments that only apply on CUDA (DDP's ``device_ids``), and guards for what needs an accelerator
+(``if torch.accelerator.is_available(): ...``)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import re
 import libcst as cst
 import libcst.matchers as m
 
-from codegen.overlays.rewrite import RewriteRule
 from torchdevice.rewrite.arguments import comma, convert, keyword_arg, with_commas
 from torchdevice.rewrite.base import RewriterBase
+from torchdevice.rewrite.rule import RewriteRule
 from torchdevice.rewrite.syntax import argument, code, held_name, string_value
 
 _STRINGS = (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString, cst.BinaryOperation, cst.IfExp)
@@ -39,6 +40,8 @@ class CallRewriting(RewriterBase):
                     self.mark(device.value, self.device, "object")
             elif qualified is not None and qualified.startswith("torch."):
                 self.note(node, f"{qualified} called unbound; left as is")
+        elif qualified in self.rules.arguments and self.device is not None:
+            self.argument_rules[id(node)] = self.rules.arguments[qualified]
         elif qualified == "torch.device" and self.device is not None:
             self.device_calls.add(id(node))
             first = argument(node.args, 0, ("type",))
@@ -53,6 +56,8 @@ class CallRewriting(RewriterBase):
             return self._method(self.method_rules[key], original_node, updated_node)
         if key in self.device_calls:
             return self._device_call(original_node, updated_node)
+        if key in self.argument_rules:
+            return self._cuda_arguments(self.argument_rules[key], updated_node)
         return self._result_method(original_node, updated_node)
 
     def _call(self, rule: RewriteRule, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
@@ -133,6 +138,24 @@ class CallRewriting(RewriterBase):
         if len(updated.args) == 1 and code(updated.args[0].value) == self.forms.device_type_code:
             return self.forms.device
         return updated
+
+    def _cuda_arguments(self, rule: RewriteRule, updated: cst.Call) -> cst.Call:
+        """``DDP(m, device_ids=[i])`` -> ``DDP(m, device_ids=[i] if <accelerator>.type == "cuda" else None)``."""
+        assert self.device is not None
+        device_type = self.device.rule.match
+        test = self.forms.type_test_code(device_type)
+        names = iter(rule.params)
+        args = []
+        for arg in updated.args:
+            if arg.star:
+                names = iter(())  # the positions after *args are unknown
+            name = arg.keyword.value if arg.keyword is not None else next(names, None)
+            value = arg.value
+            done = isinstance(value, cst.IfExp) and code(value.test) == test
+            if name in rule.keywords and not done and not (isinstance(value, cst.Name) and value.value == "None"):
+                arg = arg.with_changes(value=self.forms.only_on(value, device_type))
+            args.append(arg)
+        return updated.with_changes(args=args)
 
     # --- objects whose methods need an accelerator (events) ------------------------------------------
 

@@ -19,6 +19,8 @@ what changes:
   torch.cuda.amp.autocast/GradScaler  -> torch.amp with the accelerator's type
   torch.cuda.Event/Stream -> torch.Event/Stream;  torch.cuda.manual_seed(_all) -> torch.manual_seed
   "nccl" -> torch.distributed.get_default_backend_for_device(_DEVICE)
+  DistributedDataParallel(m, device_ids=[i], output_device=i)  -> device_ids=[i] if
+      _DEVICE.type == "cuda" else None, the same for output_device: DDP rejects them off CUDA
   What cannot be rewritten safely is left as is and reported as PATH:LINE: message.
 
 exit status:

@@ -6,8 +6,8 @@ from functools import cache
 
 import libcst as cst
 
-from codegen.overlays.rewrite import RewriteRule
 from torchdevice.rewrite.arguments import comma
+from torchdevice.rewrite.rule import RewriteRule
 
 
 @cache
@@ -53,6 +53,17 @@ class Forms:
     @property
     def available(self) -> cst.BaseExpression:
         return self.torch(self.available_code)
+
+    def type_test_code(self, device_type: str) -> str:
+        """``<accelerator>.type == "<device_type>"``."""
+        return f'{self.device_type_code} == "{device_type}"'
+
+    def only_on(self, value: cst.BaseExpression, device_type: str) -> cst.IfExp:
+        """``value if <accelerator>.type == "<device_type>" else None``."""
+        if isinstance(value, (cst.IfExp, cst.Lambda)) and not value.lpar:
+            value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        self.helper_uses += 1
+        return cst.IfExp(test=expression(self.type_test_code(device_type)), body=value, orelse=cst.Name("None"))
 
     def indexed(self, index: cst.BaseExpression) -> cst.Call:
         """``torch.device(<type>, index)``."""

@@ -83,11 +83,12 @@ class RemoveImports(cst.CSTTransformer):
     """Drop the given local names from import statements and the statements they leave empty.
 
     Comments above a dropped statement move to the statement after it; a block that would be left
-    empty keeps its imports.
+    empty keeps its imports, unless it is ``emptiable`` (statements cut out of a longer block).
     """
 
-    def __init__(self, names: set[str]) -> None:
+    def __init__(self, names: set[str], emptiable: cst.BaseSuite | None = None) -> None:
         self.names = names
+        self.emptiable = emptiable
 
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
         body, carry = self._body(updated_node.body)
@@ -97,7 +98,7 @@ class RemoveImports(cst.CSTTransformer):
         self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
     ) -> cst.IndentedBlock:
         body, carry = self._body(updated_node.body)
-        if not body:
+        if not body and original_node is not self.emptiable:
             return updated_node
         return updated_node.with_changes(body=body, footer=[*carry, *updated_node.footer])
 

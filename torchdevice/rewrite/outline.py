@@ -59,6 +59,8 @@ class Unit:
     end: int
     top: int
     indented: bool
+    sole: bool = False
+    """Indented and the only statement of its block: it must not vanish (its imports stay)."""
 
 
 @dataclass(frozen=True)
@@ -125,7 +127,9 @@ def outline_cst(module: cst.Module) -> Outline:
     return Outline(tuple(statements), tuple(units), (), module.default_indent)
 
 
-def _units(group: Group, top: int, indented: bool, lines: list[str], hits: list[int]) -> Iterator[Unit]:
+def _units(
+    group: Group, top: int, indented: bool, lines: list[str], hits: list[int], sole: bool = False
+) -> Iterator[Unit]:
     """The units of a statement group; ``hits`` are the (sorted) numbers of the lines that mention something."""
     start, end, nodes = group
     mentioned = hits[bisect_left(hits, start) : bisect_right(hits, end)]
@@ -136,10 +140,11 @@ def _units(group: Group, top: int, indented: bool, lines: list[str], hits: list[
     if not inner or inner[0][0] <= start or any(
         not any(s <= line <= e for s, e, _ in inner) for line in mentioned
     ):
-        yield Unit(start, end, top, indented)  # a simple statement, a one-liner, or its own lines mention
+        yield Unit(start, end, top, indented, sole)  # a simple statement, a one-liner, or its own lines mention
         return
-    for child in inner:
-        yield from _units(child, top, True, lines, hits)
+    for block in blocks:
+        for child in block:
+            yield from _units(child, top, True, lines, hits, len(block) == 1)
 
 
 def _indent(body: list[ast.stmt], lines: list[str]) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 
-from codegen.overlays.rewrite import RewriteRule
+from torchdevice.rewrite.rule import RewriteRule
 
 
 @dataclass(frozen=True)
@@ -32,12 +32,14 @@ class RuleSet:
     """Qualified torch name -> ``call`` rule."""
     methods: dict[str, RewriteRule]
     """Method name -> ``method`` rule."""
+    arguments: dict[str, RewriteRule]
+    """Qualified torch name -> ``argument`` rule."""
     values: tuple[ValueRule, ...]
     """``device`` and ``backend`` rules."""
     namespaces: tuple[str, ...]
     """Namespaces the call rules come from (``torch.cuda``): any other use of them is reported."""
     triggers: tuple[str, ...]
-    """Text that contains none of these cannot need a rewrite (``cuda``, ``nccl``)."""
+    """Text that contains none of these cannot need a rewrite (``cuda``, ``nccl``, ``DistributedDataParallel``)."""
     guarded_methods: dict[str, frozenset[str]]
     """Class name -> methods guarded on its objects (``Event`` -> ``record``...), from ``result_methods``."""
     available: str
@@ -50,13 +52,15 @@ class RuleSet:
         rules = tuple(rules)
         calls = {r.match: r for r in rules if r.kind == "call"}
         namespaces = sorted({".".join(r.match.split(".")[:2]) for r in calls.values()})
-        triggers = {name.split(".")[1] for name in namespaces} | {r.match for r in rules if r.kind != "call"}
+        triggers = {name.split(".")[1] for name in namespaces}
+        triggers |= {r.match.rpartition(".")[2] for r in rules if r.kind != "call"}  # argument: the class name
         guards = [r for r in calls.values() if r.to.endswith(".is_available")]
         if len(guards) != 1:
             raise ValueError("rewrite rules need exactly one call rule to an `is_available` check")
         return cls(
             calls=calls,
             methods={r.match: r for r in rules if r.kind == "method"},
+            arguments={r.match: r for r in rules if r.kind == "argument"},
             values=tuple(ValueRule(r, re.compile(r.names)) for r in rules if r.kind in ("device", "backend")),
             namespaces=tuple(namespaces),
             triggers=tuple(sorted(triggers)),

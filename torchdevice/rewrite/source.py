@@ -8,6 +8,7 @@ order, and spliced back. Text outside rewritten units is kept byte for byte.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -77,10 +78,7 @@ def rewrite_source(source: str, rules: RuleSet) -> Rewritten:
     out = list(lines)
     removable = rewriter.removable_imports()
     for unit, module in parsed:
-        if removable:
-            module = module.visit(RemoveImports(removable))
-        code = module.code if module.body or module.footer else ""  # libcst writes an empty module as "\n"
-        code = code.removeprefix(wrapper) if unit.indented else code
+        code = _unit_code(module, unit, removable, wrapper)
         out[unit.start - 1 : unit.end] = [code] + [""] * (unit.end - unit.start)  # line numbers stay valid
     if first_use is not None:
         notes += _add_prelude(out, shape, first_use, helper if forms.helper_uses and not defined else None, newline)
@@ -126,6 +124,22 @@ def _parse(text: str, unit: Unit) -> cst.Module:
         return cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
         raise SourceError(unit.start + exc.raw_line - 1 - unit.indented, exc.message) from None
+
+
+def _unit_code(module: cst.Module, unit: Unit, removable: set[str], wrapper: str) -> str:
+    """The text of a rewritten unit, without the imports of ``removable``.
+
+    An indented unit is parsed under ``wrapper``; unless it is the only statement of its block, it
+    may lose all its statements.
+    """
+    if not unit.indented:
+        module = module.visit(RemoveImports(removable)) if removable else module
+        return module.code if module.body or module.footer else ""  # libcst writes an empty module as "\n"
+    wrapped = cast(cst.If, module.body[0])
+    if removable:
+        wrapped = cast(cst.If, wrapped.visit(RemoveImports(removable, None if unit.sole else wrapped.body)))
+    code = module.with_changes(body=[wrapped]).code.removeprefix(wrapper)
+    return code if wrapped.body.body else code.partition("\n")[2]  # libcst writes an empty block as `pass`
 
 
 def _notes(module: cst.Module, unit: Unit, found: list[tuple[cst.CSTNode, str]]) -> list[Note]:

@@ -72,8 +72,8 @@ class ValueRewriting(RewriterBase):
     def visit_Comparison(self, node: cst.Comparison) -> None:
         """``device == "cuda"``, ``"cuda" in device``, ``device.type == "cuda"`` are left as is (a CUDA-only
         branch stays CUDA-only) but reported: they are false with another accelerator."""
-        if self.device is None:
-            return
+        if self.device is None or code(node) == self.forms.type_test_code(self.device.rule.match):
+            return  # written by the rewriter: CUDA-only on purpose
         left = node.left
         for target in node.comparisons:
             pair = (left, target.comparator)

@@ -1,6 +1,10 @@
-"""Source rewrite rules (``catalog/overlays/rewrite.yaml``), applied by ``torchdevice rewrite``.
+"""The rewrite rule record: one entry of ``catalog/overlays/rewrite.yaml``.
 
-A rule is one of four kinds:
+``codegen`` loads and validates the YAML into these records and renders them into
+``torchdevice_generated.rewrite_rules``, which builds them at run time: the record lives here so that
+the runtime package depends on nothing of ``codegen``.
+
+A rule is one of five kinds:
 
 ``call``
     A call to the torch callable ``match`` becomes a call to ``to``; arguments can move between
@@ -12,6 +16,10 @@ A rule is one of four kinds:
     The string ``match`` (``"cuda"``, ``"nccl"``) where a device (backend) is expected becomes the
     accelerator's device (its default distributed backend). ``keywords``, ``names``, ``methods``,
     ``arguments``, ``options`` and ``lookups`` say where a value is "expected".
+``argument``
+    Arguments of the torch callable ``match`` that name CUDA devices (DDP's ``device_ids``) and are
+    rejected elsewhere: ``value`` becomes ``value if <accelerator>.type == "cuda" else None`` (the
+    type is the ``device`` rule's ``match``), which keeps them on CUDA.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ from collections.abc import Iterator
 from dataclasses import Field, dataclass, field, fields
 from typing import Literal
 
-Kind = Literal["call", "method", "device", "backend"]
+Kind = Literal["call", "method", "device", "backend", "argument"]
 
 _FIELDS: dict[str, set[str]] = {
     "call": {"to", "params", "args", "device_type", "without_accelerator", "result_methods"},
@@ -28,6 +36,7 @@ _FIELDS: dict[str, set[str]] = {
     "device": {"cpu", "keywords", "type_keywords", "names", "methods", "arguments", "type_arguments", "options",
                "lookups"},
     "backend": {"to", "cpu", "keywords", "names", "arguments", "options", "lookups"},
+    "argument": {"params", "keywords"},
 }
 _COMMON = {"name", "kind", "doc", "match"}
 
@@ -42,12 +51,13 @@ class RewriteRule:
     doc: str
     """One line: what the rule rewrites and why."""
     match: str
-    """call: qualified torch name; method: method name; device/backend: the string value."""
+    """call/argument: qualified torch name; method: method name; device/backend: the string value."""
     to: str = ""
     """call: qualified replacement; method: replacement method; backend: torch callable mapping a device to
     its default backend."""
     params: tuple[str, ...] = ()
-    """call/method: parameter names of the matched callable, in order (to move arguments)."""
+    """call/method/argument: parameter names of the matched callable, in order (to move arguments, or to
+    find those given by position)."""
     args: Literal["same", "positional", "keywords"] = "same"
     """call: how arguments are passed to ``to``: unchanged, all positionally, or all by keyword."""
     device_type: Literal["none", "first", "keyword"] = "none"
@@ -60,7 +70,7 @@ class RewriteRule:
     cpu: str = ""
     """device/backend: the value meaning "no accelerator" (``"cpu"``), as in ``"cuda" if ... else "cpu"``."""
     keywords: tuple[str, ...] = ()
-    """device/backend: keyword arguments that take the value."""
+    """device/backend: keyword arguments that take the value; argument: the parameters that only apply on CUDA."""
     type_keywords: tuple[str, ...] = ()
     """device: keyword arguments that take a device type string."""
     names: str = ""
@@ -88,6 +98,8 @@ class RewriteRule:
             raise ValueError(f"rewrite rule {self.name!r}: kind {self.kind!r} needs 'to'")
         if self.args != "same" and not self.params:
             raise ValueError(f"rewrite rule {self.name!r}: args {self.args!r} needs 'params'")
+        if self.kind == "argument" and not (self.keywords and set(self.keywords) <= set(self.params)):
+            raise ValueError(f"rewrite rule {self.name!r}: kind 'argument' needs 'keywords', each one of 'params'")
 
     def given(self) -> dict[str, object]:
         """The fields that differ from their defaults, in declaration order (for rendering)."""
@@ -95,7 +107,7 @@ class RewriteRule:
 
     def torch_names(self) -> Iterator[str]:
         """The torch entries this rule refers to (validated against the catalog)."""
-        if self.kind == "call":
+        if self.kind in ("call", "argument"):
             yield self.match
         if self.kind in ("call", "backend"):
             yield self.to
