@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import platform
 import time
@@ -539,10 +540,12 @@ class autocast(torch.amp.autocast_mode.autocast):
 
 
 @builder
+@functools.cache
 def tensor_type(value: str) -> type:
     """``torch.cuda.FloatTensor`` and kin: the CPU legacy constructor, moved to the target.
 
-    ``value`` is the dtype name (``"float32"``); ``isinstance`` checks dtype and device.
+    ``value`` is the dtype name (``"float32"``); ``isinstance`` checks dtype and device; one class
+    per dtype, so ``Tensor.type(torch.cuda.HalfTensor)`` (see :mod:`torchdevice.tensors`) knows it.
     """
     dtype = getattr(torch, value)
     legacy = torch.tensor([], dtype=dtype).type()  # "torch.FloatTensor"

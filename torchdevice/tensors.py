@@ -46,6 +46,7 @@ def patch(patcher: Patcher, r: Redirect) -> None:
     for cls in (torch.Tensor, torch.UntypedStorage):  # typed storages pin and move through these
         patcher.set(cls, "pin_memory", _unpinned(cls, r))
     patcher.set(torch.UntypedStorage, "cuda", _storage_cuda(torch.UntypedStorage.cuda, r))
+    patcher.set(torch.Tensor, "type", _legacy_type(torch.Tensor.type, r))
     _patch_default_device(patcher, r)
 
 
@@ -72,6 +73,26 @@ def _storage_cuda(original: Any, r: Redirect) -> Any:
         return self.to(device=r.target, non_blocking=non_blocking)
 
     return cuda
+
+
+def _legacy_type(original: Any, r: Redirect) -> Any:
+    """``Tensor.type("torch.cuda.HalfTensor")`` and ``Tensor.type(torch.cuda.HalfTensor)`` (the emulated
+    class): the tensor converted and moved to the target; every other call is the original's."""
+    slot = r.slot("torch.Tensor.type")
+
+    @functools.wraps(original)
+    def type(self: torch.Tensor, dtype: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
+        if isinstance(dtype, str) and dtype.startswith("torch.cuda."):
+            legacy = getattr(torch, dtype.removeprefix("torch.cuda."), None)
+            converted = getattr(legacy, "dtype", None)
+        else:
+            converted = getattr(dtype, "dtype", None) if getattr(dtype, "is_cuda", False) is True else None
+        if converted is None:
+            return original(self, dtype, non_blocking, **kwargs)
+        r.count(slot)
+        return self.to(r.target, converted, non_blocking=non_blocking)
+
+    return type
 
 
 def _patch_default_device(patcher: Patcher, r: Redirect) -> None:

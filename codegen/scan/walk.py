@@ -146,7 +146,8 @@ def walk() -> Iterator[Found]:
         module = importlib.import_module(namespace)
         for found in _module_members(namespace, module, group):
             yield found
-            if found.kind == "class" and (group in DEVICE_GROUPS or found.name in METHOD_CLASSES):
+            if found.kind == "class" and (group in DEVICE_GROUPS or found.name in METHOD_CLASSES) \
+                    and not isinstance(found.obj, _LEGACY_TENSOR_TYPE):  # its members are Tensor's
                 method_classes[found.name] = (found, METHOD_CLASSES.get(found.name, group))
     for name in sorted(method_classes):
         found, group = method_classes[name]
@@ -208,11 +209,14 @@ _STORAGE_TYPES = (torch.storage.TypedStorage, torch.storage.UntypedStorage, torc
 
 
 def is_junk(obj: object, namespace: str) -> bool:
-    """Objects that are not API users call: pybind enums, storage and legacy tensor-type classes,
+    """Objects that are not API users call: pybind enums, storage classes, legacy tensor-type classes
+    (except ``torch.cuda.FloatTensor`` and kin, which CUDA code still calls and passes to ``.type()``),
     module classes, typing constructs, and the ``torch._C`` pybind classes (JIT internals) the top
     level re-exports wholesale."""
-    if isinstance(obj, typing.NewType) or isinstance(obj, _LEGACY_TENSOR_TYPE):
+    if isinstance(obj, typing.NewType):
         return True
+    if isinstance(obj, _LEGACY_TENSOR_TYPE):
+        return namespace != "torch.cuda"
     if not isinstance(obj, type):
         return False
     if issubclass(obj, types.ModuleType):

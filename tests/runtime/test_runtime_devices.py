@@ -135,3 +135,16 @@ def test_redirects_are_counted_per_op(on_cpu):
     assert redirects["torch.Tensor.to"] == {"cuda->cpu": 1}
     torch.zeros(1, device="cuda")
     assert torchdevice.report()["redirects"]["torch.zeros"] == {"cuda->cpu": 4}
+
+
+def test_legacy_cuda_tensor_types(on_cpu):
+    FloatTensor = torch.cuda.FloatTensor if torch.cuda.is_available() else torch.FloatTensor  # the old idiom
+    x = FloatTensor([1.0, 2.0])
+    assert x.device == torch.device("cpu") and x.dtype == torch.float32
+    assert isinstance(x, torch.cuda.FloatTensor) and not isinstance(x, torch.cuda.HalfTensor)
+    assert torch.cuda.LongTensor(2, 3).shape == (2, 3) and torch.cuda.LongTensor(2, 3).dtype == torch.int64
+    half = x.type(torch.cuda.HalfTensor)
+    assert half.dtype == torch.float16 and half.equal(x.half())
+    assert x.type("torch.cuda.DoubleTensor").equal(x.double())
+    assert x.type(torch.int64).dtype == torch.int64 and x.type() == "torch.FloatTensor"  # the original's
+    assert torchdevice.report()["redirects"]["torch.Tensor.type"] == {"cuda->cpu": 2}
