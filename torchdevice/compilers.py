@@ -59,14 +59,15 @@ class Compilers:
     def _correct_rule_maps(self, trace_rules: ModuleType) -> None:
         build = trace_rules.get_torch_obj_rule_map
         originals = self.originals
-        corrected: list[dict[Any, Any]] = [{}]
+        corrected: dict[Any, Any] | None = None
 
         def get_torch_obj_rule_map() -> dict[Any, Any]:
+            nonlocal corrected
             rules = build()
-            if rules is not corrected[0]:  # a map not seen yet: built, or rebuilt
+            if rules is not corrected:  # a map not seen yet: built, or rebuilt
                 for wrapper in rules.keys() & originals.keys():
                     rules.setdefault(originals[wrapper], rules.pop(wrapper))
-                corrected[0] = rules
+                corrected = rules
             return rules
 
         get_torch_obj_rule_map.cache_clear = build.cache_clear  # type: ignore[attr-defined]

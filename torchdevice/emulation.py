@@ -548,8 +548,8 @@ def tensor_type(value: str) -> type:
     per dtype, so ``Tensor.type(torch.cuda.HalfTensor)`` (see :mod:`torchdevice.tensors`) knows it.
     """
     dtype = getattr(torch, value)
-    legacy = torch.tensor([], dtype=dtype).type()  # "torch.FloatTensor"
-    cpu_type = getattr(torch, legacy.rpartition(".")[2])
+    name = torch.tensor([], dtype=dtype).type().removeprefix("torch.")  # "FloatTensor"
+    cpu_type = getattr(torch, name)
 
     class Meta(type):
         def __call__(cls, *args: Any, **kwargs: Any) -> torch.Tensor:
@@ -559,4 +559,4 @@ def tensor_type(value: str) -> type:
             return (isinstance(instance, torch.Tensor) and instance.dtype == dtype
                     and instance.device.type == target().type)
 
-    return Meta(legacy.rpartition(".")[2], (), {"dtype": dtype, "is_cuda": True, "__module__": "torch.cuda"})
+    return Meta(name, (), {"dtype": dtype, "is_cuda": True, "__module__": "torch.cuda"})

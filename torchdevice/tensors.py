@@ -81,7 +81,7 @@ def _legacy_type(original: Any, r: Redirect) -> Any:
     slot = r.slot("torch.Tensor.type")
 
     @functools.wraps(original)
-    def type(self: torch.Tensor, dtype: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
+    def legacy_type(self: torch.Tensor, dtype: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
         if isinstance(dtype, str) and dtype.startswith("torch.cuda."):
             legacy = getattr(torch, dtype.removeprefix("torch.cuda."), None)
             converted = getattr(legacy, "dtype", None)
@@ -92,7 +92,7 @@ def _legacy_type(original: Any, r: Redirect) -> Any:
         r.count(slot)
         return self.to(r.target, converted, non_blocking=non_blocking)
 
-    return type
+    return legacy_type
 
 
 def _patch_default_device(patcher: Patcher, r: Redirect) -> None:
