@@ -4,13 +4,16 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 JOBS   ?= auto
+# torch is pinned for this project's own environments (the catalog is scanned from 2.13.0); the
+# package itself declares the range it supports (pyproject.toml).
+PIP_INSTALL := $(PY) -m pip install -q -c constraints.txt
 
-.PHONY: venv demo test test-fast catalog generate check-generated status bench lint clean
+.PHONY: venv demo test catalog generate check-generated status bench lint wheel clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[mlx,test]'
+	$(PIP_INSTALL) -e '.[mlx,dev]'
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -41,5 +44,8 @@ lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m mypy torchdevice codegen
 
+wheel: $(STAMP)
+	$(PY) -m pip wheel -q --no-deps -w dist .
+
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build dist .pytest_cache

@@ -27,7 +27,7 @@ ROUNDS = 3
 def _engine_run(op: str, name: str, shims: dict[str, Callable[..., Any]], call: Callable[[], object],
                 number: int) -> float:
     """Best per-call seconds of ``call`` with ``name`` missing on the simulated target."""
-    from torchdevice.mlx_bridge import MlxUnsupported
+    from torchdevice.fallback.mlx_bridge import MlxUnsupported
 
     with SimulatedMPS(missing={op}, table_missing={name}) as target:
         engine = Engine(target, CapabilityCache(target.name, None), shims=shims, unsupported=(MlxUnsupported,))
@@ -77,7 +77,7 @@ def conversion() -> Iterator[dict[str, Any]]:
 def _conversion(mb: int) -> dict[str, Any]:
     import mlx.core as mx
 
-    from torchdevice.mlx_bridge import to_mlx, to_torch
+    from torchdevice.fallback.mlx_bridge import to_mlx, to_torch
 
     t = torch.randn(mb * MB // 4)
     a = to_mlx(t)

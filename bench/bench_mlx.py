@@ -13,7 +13,7 @@ def run():
     import torch
     from torchdevice_generated.mlx_shims import SHIMS
 
-    from torchdevice import mlx_bridge
+    from torchdevice.fallback import mlx_bridge
 
     torch.manual_seed(0)
     a, b = torch.randn(4096, 1024), torch.randn(4096, 1024)  # 16 MiB each

@@ -7,7 +7,7 @@ Decisions about individual functions (does it need a wrapper? where does it fall
 from __future__ import annotations
 
 import ast
-from collections import Counter
+import dataclasses
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
@@ -171,21 +171,20 @@ class Catalog:
 
         return RuntimeModel(self)
 
-    def stats(self) -> dict[str, object]:
-        """Counts by namespace, kind, category, policy and per-backend kernel status."""
-        return {
-            "torch_version": self.torch_version,
-            "entries": len(self.entries),
-            "resolved": sum(1 for e in self.entries if e.status.resolves == "pass"),
-            "mlx_mapped": len(self.mlx_entries),
-            "mlx_verified": sum(1 for e in self.entries if e.status.mlx == "pass"),
-            "by_namespace": _count(e.namespace for e in self.entries),
-            "by_kind": _count(e.kind for e in self.entries),
-            "by_category": _count(e.category for e in self.entries),
-            "by_policy": _count(e.policy for e in self.entries),
-            "kernels": {b: _count(getattr(e.kernels, b) for e in self.entries) for b in BACKENDS},
-        }
-
-
-def _count(values) -> dict[str, int]:
-    return dict(sorted(Counter(values).items(), key=lambda kv: (-kv[1], kv[0])))
+    @cached_property
+    def summaries(self) -> tuple[dict[str, object], ...]:
+        """What ``torchdevice catalog show`` prints of each entry, as plain data."""
+        out = []
+        for e in self.entries:
+            summary: dict[str, object] = {
+                "name": e.name, "kind": e.kind, "module": e.module, "category": e.category, "policy": e.policy,
+                "device_params": list(e.device_params), "aten": list(e.aten),
+                "kernels": dataclasses.asdict(e.kernels), "status": dataclasses.asdict(e.status),
+                "signatures": list(e.signatures),
+            }
+            if e.mlx is not None:
+                summary["mlx"] = {"mlx": e.mlx.mlx, "args": e.mlx.args}
+            if e.overlays.cuda is not None:
+                summary["cuda"] = e.overlays.cuda.does
+            out.append(summary)
+        return tuple(out)

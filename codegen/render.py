@@ -8,6 +8,7 @@ Output is deterministic: the same catalog renders byte-identical files.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import tempfile
@@ -51,6 +52,7 @@ def environment() -> jinja2.Environment:
         autoescape=False,
     )
     env.filters["pyrepr"] = repr
+    env.filters["json"] = lambda value: json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     env.globals["HEADER"] = HEADER
     return env
 

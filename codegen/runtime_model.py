@@ -418,7 +418,7 @@ class RuntimeModel:
             if rule is None:
                 raise ModelError(e.name, "no rule in catalog/overlays/cuda.yaml: say what it does on a non-CUDA target")
             if e.policy == "emulate" and not rule.does:
-                raise ModelError(e.name, "policy emulate needs `does`: a word of torchdevice.emulation.VOCABULARY")
+                raise ModelError(e.name, "policy emulate needs `does`: a word of the emulation VOCABULARY")
             if e.policy == "unsupported" and not rule.why:
                 raise ModelError(e.name, "policy unsupported needs `why`: the reason given to the user")
             rows.append(Emulation(e, rule))

@@ -3,66 +3,84 @@
 ``install()`` makes ``"cuda"`` mean the best device present (MPS, else CPU; real CUDA is left alone)
 until ``uninstall()``; ``installed()`` does both around a block; ``torchdevice run SCRIPT`` runs a
 program with the runtime active. Importing this package is cheap: torch is imported on first use.
+
+Logging goes to the ``torchdevice`` logger, which has a ``NullHandler`` and the level WARNING, so a
+program's ``logging.basicConfig(level=logging.INFO)`` shows none of its INFO records. Ask for them
+with ``TORCHDEVICE_LOG=info`` (printed on stderr) or ``logging.getLogger("torchdevice").setLevel(...)``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 from collections.abc import Iterator
+from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
-from torchdevice.report import report as _report
+from torchdevice.runtime.report import report as _report
 
 if TYPE_CHECKING:
     import torch
 
-__version__ = "0.1.0"
+DISTRIBUTION = "torchdevice-toolkit"
+"""The name this package is installed under (``pip install torchdevice-toolkit``)."""
+
+try:
+    __version__ = metadata.version(DISTRIBUTION)
+except metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
+    __version__ = "0+unknown"
+
 __all__ = ["__version__", "install", "installed", "report", "target", "uninstall"]
+
+_log = logging.getLogger(__name__)
+_log.addHandler(logging.NullHandler())
+if _log.level == logging.NOTSET:  # a level the program set before importing us stays
+    _log.setLevel(logging.WARNING)
 
 
 def install(target: str | torch.device | None = None, *, prefer_mlx: bool = False) -> torch.device:
     """Make ``"cuda"`` mean ``target`` (default: ``$TORCHDEVICE_TARGET``, else MPS, else CPU; real CUDA
     passes through). Returns that device. Idempotent and thread-safe; a different target reinstalls."""
-    from torchdevice import runtime
+    from torchdevice.runtime import activation
 
-    return runtime.install(target, prefer_mlx=prefer_mlx)
+    return activation.install(target, prefer_mlx=prefer_mlx)
 
 
 def uninstall() -> None:
     """Undo :func:`install`: every patched attribute gets back its identical original object."""
-    runtime = sys.modules.get("torchdevice.runtime")
-    if runtime is not None:
-        runtime.uninstall()
+    activation = sys.modules.get("torchdevice.runtime.activation")
+    if activation is not None:
+        activation.uninstall()
 
 
 @contextlib.contextmanager
 def installed(target: str | torch.device | None = None, *, prefer_mlx: bool = False) -> Iterator[torch.device]:
     """Install for the duration of a ``with`` block, then restore whatever was active before."""
-    from torchdevice import runtime
+    from torchdevice.runtime import activation
 
-    before = (runtime.current_target(), runtime.options())
-    device = runtime.install(target, prefer_mlx=prefer_mlx)
+    before = (activation.current_target(), activation.options())
+    device = activation.install(target, prefer_mlx=prefer_mlx)
     try:
         yield device
     finally:
         previous, options = before
         if options is None:
-            runtime.uninstall()
+            activation.uninstall()
         else:
-            runtime.install(previous, **options)
+            activation.install(previous, **options)
 
 
 def target() -> torch.device:
     """The device ``"cuda"`` means now: the target while installed, else ``cuda`` itself."""
-    from torchdevice import runtime
+    from torchdevice.runtime import activation
 
-    return runtime.current_target()
+    return activation.current_target()
 
 
 def report() -> dict[str, Any]:
     """``{"redirects": {op: {route: n}}, "fallbacks": {op: {route: n}}}`` since start or the last reset."""
-    runtime = sys.modules.get("torchdevice.runtime")
-    if runtime is not None:
-        runtime.flush()
+    activation = sys.modules.get("torchdevice.runtime.activation")
+    if activation is not None:
+        activation.flush()
     return _report()

@@ -21,7 +21,7 @@ class CudaRule:
 
     policy: Literal["emulate", "unsupported", "passthrough"] | None = None
     does: str = ""
-    """``emulate``: a word of the emulation vocabulary (``torchdevice.emulation.VOCABULARY``); the
+    """``emulate``: a word of the emulation vocabulary (``torchdevice.runtime.emulation.VOCABULARY``); the
     runtime installs what the word builds from ``value``. ``passthrough``: why the original works."""
     value: Any = None
     """The argument of the word's builder: the constant returned (``constant``), a dtype name

@@ -27,7 +27,7 @@ Transform = Literal[
     "axis", "vector_axis", "dtype", "ddof_correction", "not_none", "shape", "repeats",
     "zero_if_none", "fft_norm", "pad", "sdpa_scale", "norm_eps", "last_dim", "cast_input", "accumulate",
 ]
-"""How a torch argument's value is translated: ``torchdevice.mlx_bridge.translate_<kind>(value, ref)``
+"""How a torch argument's value is translated: ``torchdevice.fallback.mlx_bridge.translate_<kind>(value, ref)``
 (``ref``: the first tensor input). ``cast_input`` and ``accumulate`` apply torch's ``dtype=``
 to the first tensor input instead (``mlx_bridge.cast_input``); ``accumulate`` also widens integral
 inputs to int64 as torch's sums and products do."""
@@ -35,7 +35,7 @@ inputs to int64 as torch's sums and products do."""
 INPUT_CASTS = ("cast_input", "accumulate")
 
 Family = Literal["float", "float32", "int", "bool", "complex"]
-"""Dtype families (``torchdevice.mlx_bridge.FAMILIES``); the generated test samples one dtype of each."""
+"""Dtype families (``torchdevice.fallback.mlx_bridge.FAMILIES``); the generated test samples one dtype of each."""
 
 Recipe = Literal["unary", "reduction", "square", "indices_table"]
 """Named input recipes of the generated tests (``generated/tests/mlx_samples.py``), used where

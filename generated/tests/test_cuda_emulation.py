@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import torchdevice
-from torchdevice import emulation
+from torchdevice.runtime import emulation
 
 STATUS_FIELD = "cpu"
 

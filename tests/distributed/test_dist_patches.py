@@ -14,7 +14,7 @@ from torch.nn.parallel import DistributedDataParallel
 import torchdevice
 import torchdevice.distributed as td
 from torchdevice.distributed.groups import NCCL_DEFAULT_TIMEOUT, gloo_backend
-from torchdevice.patching import Patcher
+from torchdevice.runtime.patching import Patcher
 
 needs_no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is present: NCCL needs no translation")
 

@@ -14,9 +14,9 @@ from torchdevice_generated.mlx_shims import SHIMS
 
 from torchdevice.fallback import Engine, Target, activate
 from torchdevice.fallback.cache import ANY, CapabilityCache
+from torchdevice.fallback.mlx_bridge import MlxUnsupported
 from torchdevice.fallback.simulated import NAME, SimulatedMPS
-from torchdevice.mlx_bridge import MlxUnsupported
-from torchdevice.patching import Patcher
+from torchdevice.runtime.patching import Patcher
 
 TORCH_DIR = torch.__file__.rpartition("/")[0]
 

@@ -15,7 +15,10 @@ TABLE = {"aten::gelu", "aten::gelu_backward", "aten::nll_loss_forward", "aten::n
          "aten::cumsum", "aten::topk"}
 
 
-def train(steps: int = 4) -> tuple[list[float], list[float], list[torch.Tensor]]:
+Training = tuple[list[float], list[float], list[torch.Tensor]]
+
+
+def train(steps: int = 4) -> Training:
     """Written the way CUDA programs are: ``cuda`` device, ``.cuda()``, ``torch.cuda.*``."""
     torch.manual_seed(0)
     torch.cuda.manual_seed_all(0)
@@ -38,6 +41,18 @@ def train(steps: int = 4) -> tuple[list[float], list[float], list[torch.Tensor]]
     return losses, accuracies, [p.detach().cpu() for p in model.parameters()]
 
 
+def assert_same_training(got: Training, expected: Training) -> None:
+    """The same training, up to float32 rounding: losses and parameters are float32 computed partly by
+    other kernels (MLX's cumsum and gelu, the CPU route), whose results differ from torch's by a few
+    ulps per op, and four Adam steps carry those differences on; 1e-4 relative is far below what a
+    wrong kernel gives (the losses move by ~1e-2 per step). An accuracy may differ by one sample of 32,
+    where two logits tie within that rounding."""
+    (got_losses, got_accuracy, got_params), (losses, accuracy, params) = got, expected
+    torch.testing.assert_close(torch.tensor(got_losses), torch.tensor(losses), rtol=1e-4, atol=1e-5)
+    assert all(abs(a - b) <= 1 / 32 for a, b in zip(got_accuracy, accuracy, strict=True)), (got_accuracy, accuracy)
+    torch.testing.assert_close(got_params, params, rtol=1e-4, atol=1e-5)
+
+
 def test_cuda_program_runs_with_native_results(fallbacks):
     from torchdevice_generated.fallback_table import MLX_SHIMS
 
@@ -46,7 +61,7 @@ def test_cuda_program_runs_with_native_results(fallbacks):
     sim = SimulatedMPS(missing=MISSING, no_float64={"mean"}, table_missing=TABLE, try_first={"aten::mean"})
     with torchdevice.installed("cpu"), activated(sim):
         completed = train()
-    torch.testing.assert_close(completed, native)  # cumsum and gelu ran on MLX: float32 rounding differs
+    assert_same_training(completed, native)
     assert all(sim.attempts[op] == 0 for op in MISSING)  # known missing: never tried
     assert sim.attempts["mean"] > 0
     for op in MISSING:  # each ran through its verified MLX shim where it has one, else on the CPU
@@ -63,6 +78,6 @@ def test_cuda_program_with_prefer_mlx_gives_native_results(fallbacks):
         native = train()
     with torchdevice.installed("cpu", prefer_mlx=True):
         through_mlx = train()
-    torch.testing.assert_close(through_mlx, native, rtol=1e-4, atol=1e-5)
+    assert_same_training(through_mlx, native)
     used = {op for op in MLX_SHIMS if fallbacks[op, "mlx"]}
     assert bool(used) == bool(MLX_SHIMS)  # every verified shim the program reaches ran on MLX

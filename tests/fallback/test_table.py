@@ -92,7 +92,7 @@ def test_decisions(tmp_path):
 def test_template_renders_the_decisions(tmp_path):
     catalog = small_catalog(tmp_path)
     tabled = TabledCatalog(**{f.name: getattr(catalog, f.name) for f in dataclasses.fields(catalog)})
-    text = environment().get_template("fallback_table.py.j2").render(catalog=tabled, track=iter)
+    text = environment().get_template("torchdevice_generated/fallback_table.py.j2").render(catalog=tabled, track=iter)
     namespace: dict[str, object] = {}
     exec(compile(text, "fallback_table.py", "exec"), namespace)
     table = tabled.fallback_table

@@ -48,7 +48,6 @@ def test_rewritten_program_runs_with_plain_torch_like_the_cpu_version(rewritten)
     assert _plain(rewritten) == _plain(FIXTURES / "train_cpu.py")
 
 
-@pytest.mark.skipif(not (ROOT / "torchdevice" / "runner.py").exists(), reason="torchdevice run not built yet")
 def test_rewritten_program_matches_original_under_torchdevice_run(rewritten):
     original = subprocess.run([sys.executable, "-m", "torchdevice", "run", str(FIXTURES / "train_cuda.py")],
                               capture_output=True, text=True, timeout=300)

@@ -6,14 +6,15 @@ from __future__ import annotations
 import json
 import runpy
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 import torchdevice_generated
 
-from torchdevice import doctor
+from torchdevice.cli import doctor
 
-EXAMPLES = doctor.__file__.rsplit("/", 2)[0] + "/examples"
+EXAMPLES = str(Path(__file__).resolve().parents[2] / "examples")
 
 
 def run_plainly(monkeypatch, capsys, script: str, *args: str) -> str:

@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torchdevice_generated import cuda_table, device_wrappers
 
 import torchdevice
-from torchdevice import runtime
+from torchdevice.runtime import activation as runtime
 
 
 def patched_places():
@@ -98,16 +98,17 @@ def test_features_activate_through_the_same_patcher(tmp_path, monkeypatch):
     )
     (tmp_path / "td_feature_broken.py").write_text("import td_no_such_dependency\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(runtime, "FEATURES", ("td_feature_absent", "td_feature_probe"))
+    monkeypatch.setattr(runtime, "FEATURES", ("td_feature_probe",))
     with torchdevice.installed("cpu", prefer_mlx=True):
         probe = sys.modules["td_feature_probe"]
         assert probe.calls == [("Patcher", torch.device("cpu"), {"prefer_mlx": True})]
         assert torch.td_probe is True
     assert not hasattr(torch, "td_probe")
-    monkeypatch.setattr(runtime, "FEATURES", ("td_feature_broken",))
-    with pytest.raises(ModuleNotFoundError, match="td_no_such_dependency"):
-        torchdevice.install("cpu")
-    assert torchdevice.target() == torch.device("cuda")  # a failed install leaves nothing behind
+    for broken, missing in (("td_feature_broken", "td_no_such_dependency"), ("td_feature_absent",) * 2):
+        monkeypatch.setattr(runtime, "FEATURES", (broken,))
+        with pytest.raises(ModuleNotFoundError, match=missing):  # a missing part is an error, not silence
+            torchdevice.install("cpu")
+        assert torchdevice.target() == torch.device("cuda")  # a failed install leaves nothing behind
 
 
 def test_prefer_mlx_from_the_environment(monkeypatch):

@@ -1,7 +1,7 @@
 """torch.distributed for programs written for NCCL, on a machine without CUDA.
 
 :func:`activate` is called by the runtime's ``install()``; every change goes through its
-:class:`~torchdevice.patching.Patcher`, so ``uninstall()`` undoes it exactly.
+:class:`~torchdevice.runtime.patching.Patcher`, so ``uninstall()`` undoes it exactly.
 
 - ``init_process_group`` / ``new_group``: NCCL spellings create gloo groups
   (:mod:`torchdevice.distributed.groups`). ``dist.get_backend()`` then returns what the group
@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from torchdevice.distributed import ddp, groups, staging
-from torchdevice.patching import Patcher
+from torchdevice.runtime.patching import Patcher
 
 _library: torch.library.Library | None = None  # the staging kernels' lifetime; set only through the patcher
 

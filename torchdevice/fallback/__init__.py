@@ -50,7 +50,7 @@ import torch
 from torchdevice.fallback.cache import CapabilityCache
 from torchdevice.fallback.engine import Engine, mlx_shims
 from torchdevice.fallback.target import Target, for_device
-from torchdevice.patching import Patcher
+from torchdevice.runtime.patching import Patcher
 
 __all__ = ["Engine", "Target", "activate"]
 

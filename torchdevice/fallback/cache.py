@@ -23,7 +23,6 @@ import os
 import tempfile
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
-from importlib import metadata
 from pathlib import Path
 from typing import Any, cast
 
@@ -53,15 +52,12 @@ def cache_dir() -> Path:
 
 @lru_cache(maxsize=1)
 def versions() -> dict[str, str]:
-    """The versions a capability file is keyed by (installed distributions: no import needed)."""
-    return {name: _version(name) for name in ("torch", "torchdevice")}
+    """The versions a capability file is keyed by."""
+    import torch
 
+    import torchdevice
 
-def _version(distribution: str) -> str:
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return "unknown"
+    return {"torch": torch.__version__, "torchdevice": torchdevice.__version__}
 
 
 def cache_path(directory: Path | None = None) -> Path:

@@ -11,7 +11,7 @@ backend fallback that raises "not currently implemented"). The kernel, per call:
    a compatibility error records a verdict (persisted) and falls through to 2;
 2. routes the call: through the op's verified MLX shim when it has one (its ``MlxUnsupported``
    means "not these arguments": the CPU then), else on the CPU (:mod:`~torchdevice.fallback.route`),
-   and counts it with :func:`torchdevice.report.record_fallback`.
+   and counts it with :func:`torchdevice.runtime.report.record_fallback`.
 
 With ``prefer_mlx`` every overload with a verified MLX shim is registered and goes to MLX first;
 calls whose arguments MLX refuses go on as above. Overloads registered nowhere run the target's
@@ -31,7 +31,7 @@ from torchdevice.fallback import route
 from torchdevice.fallback.cache import ANY, CapabilityCache
 from torchdevice.fallback.errors import COMPATIBILITY_ERRORS, classify
 from torchdevice.fallback.target import Target
-from torchdevice.report import record_fallback
+from torchdevice.runtime.report import record_fallback
 
 log = logging.getLogger("torchdevice.fallback")
 
@@ -170,7 +170,7 @@ def mlx_shims(routes: Mapping[str, str]) -> tuple[dict[str, Callable[..., Any]],
     try:
         from torchdevice_generated.mlx_shims import SHIMS
 
-        from torchdevice.mlx_bridge import MlxUnsupported
+        from torchdevice.fallback.mlx_bridge import MlxUnsupported
     except ImportError as exc:
         log.debug("fallback: no MLX route (%s)", exc)
         return {}, ()

@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from torchdevice.patching import Patcher
-from torchdevice.redirect import Redirect
+from torchdevice.runtime.patching import Patcher
+from torchdevice.runtime.redirect import Redirect
 
 
 def shim(real: type, construct: Callable[..., Any]) -> type:
@@ -38,7 +38,7 @@ def shim(real: type, construct: Callable[..., Any]) -> type:
 
 def patch(patcher: Patcher, r: Redirect) -> None:
     """Install the stand-ins for ``torch.Generator``, ``torch.Stream`` and ``torch.Event``."""
-    from torchdevice.emulation import Event
+    from torchdevice.runtime.emulation import Event
 
     generator_slot, stream_slot, event_slot = (r.slot(f"torch.{n}") for n in ("Generator", "Stream", "Event"))
     generator, stream, event = torch.Generator, torch.Stream, torch.Event

@@ -14,7 +14,7 @@ from codegen.load import load
 from codegen.model import POLICIES, parse_signature
 from codegen.schema import CatalogError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 SCANNED = """\
 torch_version: 2.13.0

@@ -2,7 +2,7 @@
 
 Each shim takes the torch signature of its entry, converts tensor arguments to MLX arrays, calls
 the mapped MLX function and returns torch results on the device of its tensor inputs. An argument
-MLX cannot honour raises ``torchdevice.mlx_bridge.MlxUnsupported``: the caller runs the call
+MLX cannot honour raises ``torchdevice.fallback.mlx_bridge.MlxUnsupported``: the caller runs the call
 elsewhere (CPU).
 """
 
@@ -14,7 +14,7 @@ import mlx.core
 import mlx.nn
 import torch
 
-from torchdevice import mlx_bridge as _b
+from torchdevice.fallback import mlx_bridge as _b
 
 
 def torch_fft_fft(input, n=None, dim=-1, norm=None):

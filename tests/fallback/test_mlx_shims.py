@@ -9,7 +9,7 @@ import torch
 from torchdevice_generated.mlx_shims import SHIMS
 
 from codegen.load import load
-from torchdevice.mlx_bridge import MlxDtypeError, MlxUnsupported
+from torchdevice.fallback.mlx_bridge import MlxDtypeError, MlxUnsupported
 
 
 def test_every_mapping_has_a_shim_with_the_torch_parameters():
@@ -83,7 +83,7 @@ def test_in_place_variants_write_into_and_return_their_input():
 
 
 def test_the_per_op_check_catches_a_wrong_mapping_and_a_shim_that_never_runs():
-    from torchdevice_generated.tests import mlx_samples
+    import mlx_samples
 
     spec = {"opinfo": ("sin",), "recipe": None, "dtypes": ("float32",), "tolerance": None, "inplace": False}
     mlx_samples.check(SHIMS["torch.sin"], torch.sin, **spec)

@@ -6,7 +6,7 @@
 ``build(does, value)`` in place of the entry. The emulated device is the target (MPS or CPU):
 
 * availability: one device, index 0, always initialised; torch's own code still sees no CUDA
-  (see :mod:`torchdevice.views`);
+  (see :mod:`torchdevice.runtime.views`);
 * random numbers: the CUDA generator *is* the target's default generator (``torch.cuda.manual_seed``
   seeds what ``torch.randn(..., device="cuda")`` draws from);
 * memory statistics: on MPS what ``torch.mps`` reports (current and driver-allocated bytes; MPS keeps
@@ -29,10 +29,10 @@ from typing import Any
 
 import torch
 
-from torchdevice.views import torch_internal
+from torchdevice.runtime.views import torch_internal
 
 _active: Any = None
-"""The active :class:`torchdevice.redirect.Redirect`; set (and restored) by the runtime's patcher."""
+"""The active :class:`torchdevice.runtime.redirect.Redirect`; set (and restored) by the runtime's patcher."""
 
 VOCABULARY: dict[str, Callable[[Any], Any]] = {}
 """Word -> builder: called with the overlay's ``value``, returns the object installed for the entry."""
@@ -545,7 +545,7 @@ def tensor_type(value: str) -> type:
     """``torch.cuda.FloatTensor`` and kin: the CPU legacy constructor, moved to the target.
 
     ``value`` is the dtype name (``"float32"``); ``isinstance`` checks dtype and device; one class
-    per dtype, so ``Tensor.type(torch.cuda.HalfTensor)`` (see :mod:`torchdevice.tensors`) knows it.
+    per dtype, so ``Tensor.type(torch.cuda.HalfTensor)`` (see :mod:`torchdevice.runtime.tensors`) knows it.
     """
     dtype = getattr(torch, value)
     name = torch.tensor([], dtype=dtype).type().removeprefix("torch.")  # "FloatTensor"

@@ -4,7 +4,7 @@
   ``None``) ends in ``torch.serialization.default_restore_location(storage, location)``; patching
   that one function to translate CUDA locations covers them all, and ``torch.load`` itself is not
   wrapped. Callables that call ``storage.cuda()`` are covered by the storage patch in
-  :mod:`torchdevice.tensors`.
+  :mod:`torchdevice.runtime.tensors`.
 * ``DataLoader(pin_memory=True)`` on a target without pinned memory loads into ordinary memory,
   silently, as if pinning had been asked of a machine where all host memory is pinned.
 """
@@ -19,9 +19,9 @@ import torch
 import torch.serialization
 import torch.utils.data
 
-from torchdevice.devices import translate_location
-from torchdevice.patching import Patcher
-from torchdevice.redirect import Redirect
+from torchdevice.runtime.devices import translate_location
+from torchdevice.runtime.patching import Patcher
+from torchdevice.runtime.redirect import Redirect
 
 
 def patch(patcher: Patcher, r: Redirect) -> None:

@@ -11,10 +11,10 @@ import importlib
 import sys
 
 COMMANDS = {
-    "run": ("torchdevice.runner", "run a Python program with torchdevice active, like `python`"),
-    "rewrite": ("torchdevice.rewrite.command", "rewrite CUDA-specific source into device-agnostic PyTorch"),
-    "catalog": ("torchdevice.catalog_command", "statistics and look-ups in the torch API catalog"),
-    "doctor": ("torchdevice.doctor", "what this machine offers and what the runtime would do"),
+    "run": ("torchdevice.cli.run", "run a Python program with torchdevice active, like `python`"),
+    "rewrite": ("torchdevice.cli.rewrite", "rewrite CUDA-specific source into device-agnostic PyTorch"),
+    "catalog": ("torchdevice.cli.catalog", "statistics and look-ups in the torch API catalog"),
+    "doctor": ("torchdevice.cli.doctor", "what this machine offers and what the runtime would do"),
 }
 
 

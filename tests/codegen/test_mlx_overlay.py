@@ -18,7 +18,7 @@ import torch
 
 from codegen.load import load
 from codegen.overlays.mlx import Family, MlxCall, Recipe, Transform
-from torchdevice import mlx_bridge
+from torchdevice.fallback import mlx_bridge
 
 CATALOG = load()
 ENTRIES = CATALOG.mlx_entries
@@ -91,5 +91,5 @@ def test_vocabularies_have_implementations():
     for kind in typing.get_args(Transform):
         assert kind in ("cast_input", "accumulate") or callable(getattr(mlx_bridge, f"translate_{kind}", None)), kind
     assert set(typing.get_args(Family)) == set(mlx_bridge.FAMILIES)
-    recipes = importlib.import_module("torchdevice_generated.tests.mlx_samples").RECIPES
+    recipes = importlib.import_module("mlx_samples").RECIPES
     assert set(typing.get_args(Recipe)) == set(recipes)

@@ -14,9 +14,9 @@ from typing import Any
 import torch
 import torch.utils._device
 
-from torchdevice.patching import Patcher
-from torchdevice.redirect import Redirect
-from torchdevice.views import torch_internal
+from torchdevice.runtime.patching import Patcher
+from torchdevice.runtime.redirect import Redirect
+from torchdevice.runtime.views import torch_internal
 
 
 def patch(patcher: Patcher, r: Redirect) -> None:

@@ -14,7 +14,7 @@ from torch import Generator, SymInt, Tensor, memory_format
 from torch._prims_common import DeviceLikeType
 from torch.types import Device, Number, Storage, _bool, _complex, _dtype, _float, _int, _layout, _size
 
-from torchdevice.redirect import Redirect
+from torchdevice.runtime.redirect import Redirect
 
 ScalarType = torch.dtype
 Layout = torch.layout

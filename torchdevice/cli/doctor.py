@@ -31,7 +31,7 @@ def facts() -> dict[str, Any]:
     import torchdevice_generated
     from torchdevice_generated import cuda_table, device_wrappers, fallback_table
 
-    from torchdevice.devices import resolve_target
+    from torchdevice.runtime.devices import resolve_target
 
     target = resolve_target()
     policies: dict[str, int] = {}

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 import torch.jit._builtins
 
-from torchdevice.patching import Patcher
+from torchdevice.runtime.patching import Patcher
 
 TRACE_RULES = "torch._dynamo.trace_rules"
 

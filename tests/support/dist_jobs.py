@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PROGRAMS = Path(__file__).resolve().parent / "programs"
+PROGRAMS = ROOT / "tests" / "distributed" / "programs"
 
 
 @dataclass

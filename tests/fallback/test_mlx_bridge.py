@@ -6,7 +6,7 @@ import mlx.core as mx
 import pytest
 import torch
 
-from torchdevice import mlx_bridge as b
+from torchdevice.fallback import mlx_bridge as b
 
 
 @pytest.mark.parametrize("dtype", list(b.TORCH_TO_MLX), ids=str)

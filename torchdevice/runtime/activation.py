@@ -1,4 +1,4 @@
-"""Install and uninstall: every patch goes through one :class:`~torchdevice.patching.Patcher`.
+"""Install and uninstall: every patch goes through one :class:`~torchdevice.runtime.patching.Patcher`.
 
 Order of installation: the generated device wrappers (``torchdevice_generated.device_wrappers``),
 the hand-written entry points (tensors, checkpoints and data loading, autocast and GradScaler,
@@ -9,26 +9,29 @@ through the same patcher, so ``uninstall()`` undoes everything, newest first.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import os
-import sys
 import threading
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from torchdevice import amp, data, emulation, shims, tensors
-from torchdevice.compilers import Compilers
-from torchdevice.devices import resolve_target
-from torchdevice.patching import Patcher
-from torchdevice.redirect import Redirect
+import torchdevice
+from torchdevice.runtime import amp, classes, data, emulation, tensors
+from torchdevice.runtime.compilers import Compilers
+from torchdevice.runtime.devices import resolve_target
+from torchdevice.runtime.patching import Patcher
+from torchdevice.runtime.redirect import Redirect
+from torchdevice.runtime.report import configure_logging
 
 FEATURES = ("torchdevice.fallback", "torchdevice.distributed")
-"""Modules whose ``activate(patcher, target, options)`` runs after the runtime's own patches, when present."""
+"""Modules whose ``activate(patcher, target, options)`` runs after the runtime's own patches."""
 
-HAND_WRITTEN = (tensors, data, amp, shims)
+HAND_WRITTEN = (tensors, data, amp, classes)
 """Modules whose ``patch(patcher, redirect)`` installs the entry points written by hand."""
 
 log = logging.getLogger("torchdevice")
@@ -59,6 +62,7 @@ def install(target: str | torch.device | None = None, *, prefer_mlx: bool = Fals
                 return device
             uninstall()
         configure_logging()
+        check_torch_version()
         state = _state = State(device, options)  # visible to features while they activate
         try:
             if device.type != "cuda":
@@ -95,23 +99,27 @@ def options() -> dict[str, Any] | None:
 
 
 def flush() -> None:
-    """Fold pending redirect counts into :mod:`torchdevice.report`."""
+    """Fold pending redirect counts into :mod:`torchdevice.runtime.report`."""
     state = _state
     if state is not None and state.redirect is not None:
         state.redirect.flush()
 
 
-def configure_logging() -> None:
-    """``TORCHDEVICE_LOG=info`` (or any level name): log to stderr at that level."""
-    level = os.environ.get("TORCHDEVICE_LOG")
-    if not level:
-        return
-    log.setLevel(level.upper())
-    if not any(getattr(h, "torchdevice", False) for h in log.handlers):
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("torchdevice: %(message)s"))
-        handler.torchdevice = True  # type: ignore[attr-defined]
-        log.addHandler(handler)
+@functools.cache
+def check_torch_version() -> None:
+    """Warn once when the installed torch is not the release the catalog (and so every generated wrapper
+    and table) was made from: entry points may have moved, and what is not cataloged is not translated."""
+    from torchdevice_generated import TORCH_VERSION
+
+    if _release(torch.__version__) != _release(TORCH_VERSION):
+        warnings.warn(f"torchdevice {torchdevice.__version__} was built for torch {TORCH_VERSION} "
+                      f"(any {'.'.join(_release(TORCH_VERSION))}.x); this is torch {torch.__version__}: "
+                      "device entry points it does not know are left untranslated", stacklevel=3)
+
+
+def _release(version: str) -> tuple[str, ...]:
+    """``"2.13.0+cpu"`` -> ``("2", "13")``."""
+    return tuple(version.split("+")[0].split(".")[:2])
 
 
 def _activate(state: State) -> None:
@@ -136,13 +144,7 @@ def _activate(state: State) -> None:
         elif policy == "emulate":
             patcher.set(resolve(module, path), attr, emulation.build(does, value, name))
     for name in FEATURES:
-        try:
-            feature = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-            continue
-        feature.activate(patcher, state.target, dict(state.options))
+        importlib.import_module(name).activate(patcher, state.target, dict(state.options))
 
 
 def _deactivate(state: State) -> None:

@@ -5,7 +5,7 @@ No emulated target (MPS, CPU) has pinned host memory as CUDA knows it: ``pin_mem
 
 Wrappers on hot paths bump a slot of a plain list (``hits[slot] += 1``); the first redirect of an op
 goes through :meth:`Redirect.first`, which logs it once. :meth:`Redirect.flush` folds the pending
-counts into :mod:`torchdevice.report`, so ``report()["redirects"]`` has exact per-op counts without
+counts into :mod:`torchdevice.runtime.report`, so ``report()["redirects"]`` has exact per-op counts without
 a ``Counter`` update on every call.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from torchdevice.devices import DeviceMap, StrictDeviceMap, TypeMap
-from torchdevice.report import log, redirects
+from torchdevice.runtime.devices import DeviceMap, StrictDeviceMap, TypeMap
+from torchdevice.runtime.report import log, redirects
 
 
 class Redirect:
@@ -80,7 +80,7 @@ class Redirect:
         return translated
 
     def flush(self) -> None:
-        """Move pending counts into ``torchdevice.report.redirects``."""
+        """Move pending counts into ``torchdevice.runtime.report.redirects``."""
         with self._lock:
             for slot, n in enumerate(self.hits):
                 if n:

@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from torchdevice.patching import Patcher
-from torchdevice.redirect import Redirect
+from torchdevice.runtime.patching import Patcher
+from torchdevice.runtime.redirect import Redirect
 
 
 def patch(patcher: Patcher, r: Redirect) -> None:

@@ -1,0 +1,104 @@
+"""``torchdevice catalog stats [--json]`` and ``torchdevice catalog show NAME``.
+
+Reads the catalog as generated into the runtime package (``torchdevice_generated/catalog.jsonl``:
+a header line, then one JSON object per entry), never the YAML of a source tree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from collections.abc import Iterable
+from importlib import resources
+from typing import Any
+
+BACKENDS = ("cpu", "cuda", "mps")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    stats = sub.add_parser("stats", help="counts by namespace, kind, category, policy and kernel status")
+    stats.add_argument("--json", action="store_true", help="print one JSON object")
+    show = sub.add_parser("show", help="print one entry")
+    show.add_argument("name", help="qualified name, e.g. torch.zeros or torch.Tensor.to")
+
+
+def run(args: argparse.Namespace) -> int:
+    header, entries = load()
+    if args.action == "stats":
+        found = stats(header, entries)
+        print(json.dumps(found, indent=2) if args.json else format_stats(found))
+        return 0
+    by_name = {e["name"]: e for e in entries}
+    if args.name not in by_name:
+        close = sorted(n for n in by_name if n.endswith("." + args.name.rpartition(".")[2]))[:10]
+        hint = f"; did you mean: {', '.join(close)}" if close else ""
+        print(f"torchdevice: no catalog entry {args.name!r}{hint}", file=sys.stderr)
+        return 1
+    print(format_entry(by_name[args.name]))
+    return 0
+
+
+def load() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The generated catalog: its header and its entries, in catalog order."""
+    text = resources.files("torchdevice_generated").joinpath("catalog.jsonl").read_text(encoding="utf-8")
+    header, *entries = (json.loads(line) for line in text.splitlines())
+    return header, entries
+
+
+def stats(header: dict[str, Any], entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """Counts by namespace, kind, category, policy and per-backend kernel status."""
+    return {
+        "torch_version": header["torch_version"],
+        "entries": len(entries),
+        "resolved": sum(e["status"]["resolves"] == "pass" for e in entries),
+        "mlx_mapped": sum("mlx" in e for e in entries),
+        "mlx_verified": sum(e["status"]["mlx"] == "pass" for e in entries),
+        "by_namespace": _count(_namespace(e) for e in entries),
+        "by_kind": _count(e["kind"] for e in entries),
+        "by_category": _count(e["category"] for e in entries),
+        "by_policy": _count(e["policy"] for e in entries),
+        "kernels": {b: _count(e["kernels"][b] for e in entries) for b in BACKENDS},
+    }
+
+
+def _namespace(entry: dict[str, Any]) -> str:
+    """Where the entry lives: ``torch.Tensor`` for methods, ``torch.ops.aten`` for every aten overload."""
+    return "torch.ops.aten" if entry["kind"] == "op_overload" else entry["name"].rpartition(".")[0]
+
+
+def _count(values: Iterable[str]) -> dict[str, int]:
+    return dict(sorted(Counter(values).items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def format_stats(stats: dict[str, Any]) -> str:
+    lines = [
+        f"torch {stats['torch_version']}: {stats['entries']} entries, {stats['resolved']} resolved, "
+        f"{stats['mlx_mapped']} mapped to MLX ({stats['mlx_verified']} verified)",
+    ]
+    for key in ("by_kind", "by_policy", "by_category", "by_namespace"):
+        lines.append(f"\n{key.removeprefix('by_')}:")
+        lines += [f"  {name:<40} {count:>6}" for name, count in stats[key].items()]
+    lines.append("\nkernels:")
+    for backend, counts in stats["kernels"].items():
+        lines.append(f"  {backend:<6} " + "  ".join(f"{k}={v}" for k, v in counts.items()))
+    return "\n".join(lines)
+
+
+def format_entry(entry: dict[str, Any]) -> str:
+    rows = [
+        ("name", entry["name"]), ("kind", entry["kind"]), ("module", entry["module"]),
+        ("category", entry["category"]), ("policy", entry["policy"]),
+        ("device params", ", ".join(entry["device_params"]) or "-"),
+        ("aten", ", ".join(entry["aten"]) or "-"),
+        ("kernels", "  ".join(f"{b}={s}" for b, s in entry["kernels"].items())),
+        ("status", "  ".join(f"{b}={s or '-'}" for b, s in entry["status"].items())),
+    ]
+    if "mlx" in entry:
+        rows.append(("mlx", f"{entry['mlx']['mlx']}  args={entry['mlx']['args']}"))
+    if "cuda" in entry:
+        rows.append(("cuda", entry["cuda"] or "-"))
+    rows += [("signature", s) for s in entry["signatures"]]
+    return "\n".join(f"{k:<14} {v}" for k, v in rows)

@@ -1,0 +1,65 @@
+"""What the runtime did: redirections and fallbacks, counted per op and route.
+
+The hot paths only bump counters; logging happens once per distinct (op, route), at INFO on the
+``torchdevice`` logger (shown with ``TORCHDEVICE_LOG=info``, see :func:`configure_logging`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import warnings
+from collections import Counter
+
+log = logging.getLogger("torchdevice")
+
+_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+redirects: Counter[tuple[str, str]] = Counter()
+fallbacks: Counter[tuple[str, str]] = Counter()
+
+
+def configure_logging() -> None:
+    """``TORCHDEVICE_LOG=info`` (any level name, any case): print the ``torchdevice`` logger's records
+    of that level and above on stderr, once, not also through the root logger. An unknown level is
+    warned about and ignored: a setting must never stop the program."""
+    name = os.environ.get("TORCHDEVICE_LOG", "").strip().upper()
+    if not name:
+        return
+    if name not in _LEVELS:
+        warnings.warn(f"torchdevice: TORCHDEVICE_LOG={os.environ['TORCHDEVICE_LOG']!r} is not a logging level "
+                      f"({', '.join(level.lower() for level in _LEVELS)}); ignored", stacklevel=2)
+        return
+    log.setLevel(name)
+    log.propagate = False
+    if not any(getattr(h, "torchdevice", False) for h in log.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("torchdevice: %(message)s"))
+        handler.torchdevice = True  # type: ignore[attr-defined]
+        log.addHandler(handler)
+
+
+def record_fallback(op: str, route: str) -> None:
+    """Count one call of ``op`` that ran elsewhere than the target (``route``: ``"mlx"`` or ``"cpu"``)."""
+    key = (op, route)
+    if key not in fallbacks:
+        log.info("fallback %s: %s", op, route)
+    fallbacks[key] += 1
+
+
+def report() -> dict[str, dict[str, dict[str, int]]]:
+    """``{"redirects": {op: {route: count}}, "fallbacks": {op: {route: count}}}``."""
+    return {"redirects": _nest(redirects), "fallbacks": _nest(fallbacks)}
+
+
+def reset() -> None:
+    redirects.clear()
+    fallbacks.clear()
+
+
+def _nest(counter: Counter[tuple[str, str]]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for (op, route), n in sorted(counter.items()):
+        out.setdefault(op, {})[route] = n
+    return out
