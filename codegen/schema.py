@@ -85,7 +85,10 @@ def build(cls: type, node: yaml.Node, path: Path, entry: str | None = None) -> A
         required = field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING
         if required and name not in values:
             raise CatalogError(path, line_of(node), entry, f"missing required field {name!r}")
-    return cls(**values)
+    try:
+        return cls(**values)
+    except ValueError as exc:  # the record's own checks (``__post_init__``), reported where the record is
+        raise CatalogError(path, line_of(node), entry, str(exc)) from None
 
 
 @functools.cache

@@ -35,9 +35,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+SUPPORT = Path(__file__).resolve().parent
+
+
 def run(command: list[str], timeout: float, env: dict[str, str] | None = None) -> Finished:
     """Run ``command`` in its own session; on timeout kill that session (the launcher and its workers)."""
-    environment = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", **(env or {})}
+    path = os.pathsep.join(filter(None, (str(SUPPORT), os.environ.get("PYTHONPATH"))))
+    environment = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", "PYTHONPATH": path,
+                   **(env or {})}
     start = time.monotonic()
     process = subprocess.Popen(
         command,
@@ -58,7 +63,8 @@ def run(command: list[str], timeout: float, env: dict[str, str] | None = None) -
 
 
 def torchrun(nproc: int, *program: str, timeout: float = 90, torchdevice: bool = True) -> Finished:
-    """``torchrun --nproc_per_node=N [-m torchdevice run] PROGRAM...`` on 127.0.0.1 and a free port."""
+    """``torchrun --nproc_per_node=N -m torchdevice run PROGRAM...`` on 127.0.0.1 and a free port; with
+    ``torchdevice=False`` the program runs with plain torch, through :mod:`settled_exit`."""
     launcher = [
         sys.executable,
         "-m",
@@ -67,5 +73,6 @@ def torchrun(nproc: int, *program: str, timeout: float = 90, torchdevice: bool =
         "--master_addr=127.0.0.1",
         f"--master_port={free_port()}",
     ]
-    command = [*launcher, "-m", "torchdevice", "run", *program] if torchdevice else [*launcher, *program]
+    runner = ["torchdevice", "run"] if torchdevice else ["settled_exit"]
+    command = [*launcher, "-m", *runner, *program]
     return run(command, timeout)
