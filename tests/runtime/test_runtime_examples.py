@@ -34,9 +34,12 @@ def run_plainly(monkeypatch, capsys, script: str, *args: str) -> str:
 def test_gpt_training_written_for_cuda_matches_the_cpu_version(python, monkeypatch, capsys):
     on_target = python("-m", "torchdevice", "run", "examples/gpt_train.py", "--steps", "6")
     assert on_target.returncode == 0, on_target.stderr
-    losses = on_target.stdout.split()
-    assert len(losses) == 6 and float(losses[-1]) < float(losses[0])
-    assert losses == run_plainly(monkeypatch, capsys, "gpt_train_cpu.py", "--steps", "6").split()
+    losses = [float(v) for v in on_target.stdout.split()]
+    assert len(losses) == 6 and losses[-1] < losses[0]
+    native = [float(v) for v in run_plainly(monkeypatch, capsys, "gpt_train_cpu.py", "--steps", "6").split()]
+    # The same CPU kernels on both sides; the CUDA program's GradScaler scales by powers of two (exact).
+    # Printed with 6 decimals, so one rounding step apart at most; far below a step's change (~1e-2).
+    assert losses == pytest.approx(native, rel=0, abs=2e-6)
 
 
 def test_hugging_face_model_moved_with_cuda_generates_the_cpu_tokens(python, monkeypatch, capsys):

@@ -27,6 +27,7 @@ from torchdevice.runtime.devices import resolve_target
 from torchdevice.runtime.patching import Patcher
 from torchdevice.runtime.redirect import Redirect
 from torchdevice.runtime.report import configure_logging
+from torchdevice.runtime.views import patch_warning_places
 
 FEATURES = ("torchdevice.fallback", "torchdevice.distributed")
 """Modules whose ``activate(patcher, target, options)`` runs after the runtime's own patches."""
@@ -128,11 +129,13 @@ def _activate(state: State) -> None:
     r = state.redirect = Redirect(state.target)
     patcher = state.patcher
     patcher.set(emulation, "_active", r)
+    patch_warning_places(patcher)
     compilers = Compilers(patcher)
     for module, path, attr, op, factory in device_wrappers.WRAPPERS:
         owner = resolve(module, path)
         original = getattr(owner, attr)
-        wrapper = factory(original, r, r.slot(op))
+        # help(), IDEs and inspect.signature see the original through the wrapper: set once, free per call
+        wrapper = functools.update_wrapper(factory(original, r, r.slot(op)), original)
         patcher.set(owner, attr, wrapper)
         compilers.add(original, wrapper)
     for hand_written in HAND_WRITTEN:

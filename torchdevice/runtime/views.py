@@ -1,17 +1,67 @@
-"""Who is asking: user code sees emulated CUDA, torch's own code sees the machine as it is.
+"""Who is asking, and who is told: user code sees emulated CUDA, torch's own code sees the machine as it is.
 
 Torch internals branch on ``torch.cuda.is_available()``, ``device_count()`` and ``Tensor.is_cuda``
 and then call CUDA-only C functions (pinned memory, fused kernels, cuDNN paths). Those gates
 therefore answer truthfully to callers inside ``torch`` (and ``torchdevice``) and answer as a CUDA
 machine would to everyone else: the program and the libraries it uses.
+
+Warnings torch raises while a wrapper of ours calls it name the wrapper's line as their place (C
+code names the calling Python frame; ``stacklevel=2`` in Python names the caller): such warnings
+are shown at the program's own line instead, the line that called the wrapped function.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+import warnings
+from types import FrameType
+from typing import Any
+
+import torchdevice_generated
+
+import torchdevice
+from torchdevice.runtime.patching import Patcher
 
 
 def torch_internal(depth: int = 2) -> bool:
     """Whether the function ``depth`` frames up (default: the caller's caller) belongs to torch or torchdevice."""
     name = sys._getframe(depth).f_globals.get("__name__", "")
     return name == "torch" or name.startswith(("torch.", "torchdevice"))
+
+
+def patch_warning_places(patcher: Patcher) -> None:
+    """Show warnings placed in a torchdevice file at the program's line that called into it.
+
+    Patched where the interpreter hands every warning that is shown or recorded (``warnings.
+    _showwarnmsg``, called by the C implementation too), so nothing is paid until a warning is
+    actually shown; ``catch_warnings(record=True)`` records the corrected place as well. Python's
+    once-per-place registry still counts the wrapper's place: a warning that natively shows once per
+    calling line shows once per wrapped function.
+    """
+    show = getattr(warnings, "_showwarnmsg", None)
+    if show is None:  # another interpreter's warnings module: warnings keep their places
+        return
+    ours = tuple(os.path.join(os.path.dirname(os.path.abspath(package.__file__ or "")), "")
+                 for package in (torchdevice, torchdevice_generated))
+
+    def _showwarnmsg(message: Any) -> None:
+        if str(message.filename).startswith(ours):
+            frame = _caller_outside(sys._getframe(1), ours)
+            if frame is not None:
+                message.filename, message.lineno, message.line = frame.f_code.co_filename, frame.f_lineno, None
+        show(message)
+
+    patcher.set(warnings, "_showwarnmsg", _showwarnmsg)
+
+
+def _caller_outside(frame: FrameType | None, ours: tuple[str, ...]) -> FrameType | None:
+    """The first frame, going outwards, that runs outside torchdevice, once a torchdevice frame was passed."""
+    inside = False
+    while frame is not None:
+        mine = frame.f_code.co_filename.startswith(ours)
+        if inside and not mine:
+            return frame
+        inside = inside or mine
+        frame = frame.f_back
+    return None

@@ -1,0 +1,118 @@
+"""The built wheel is the product: installed (not editable) into a fresh virtual environment, with no
+source tree on the path, every command and the runtime with its fallback engine work.
+
+The fresh environment gets its dependencies (torch, libcst, mlx) by a path entry to this test
+environment's site-packages, which installs them without copying a gigabyte of torch: ``.pth`` files
+there (the editable install of this checkout among them) are not processed for a mere path entry.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import venv
+import zipfile
+from email.parser import Parser
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+CUDA_PROGRAM = """\
+import torch
+x = torch.ones(2, 3, device="cuda").cuda()
+torch.cuda.synchronize()
+print(x.device.type, torch.cuda.is_available(), torch.cuda.device_count())
+"""
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out),
+                    str(ROOT)], check=True, capture_output=True, timeout=300)
+    (built,) = out.glob("*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh venv with the wheel installed; returns its bin directory."""
+    home = tmp_path_factory.mktemp("venv")
+    venv.EnvBuilder(with_pip=False).create(home)
+    bin_dir = home / ("Scripts" if os.name == "nt" else "bin")
+    python = bin_dir / "python"
+    site = Path(subprocess.check_output([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                                        text=True).strip())
+    (site / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-deps", "--no-index",
+                    str(wheel)], check=True, capture_output=True, timeout=300)
+    return bin_dir
+
+
+def run(bin_dir: Path, *args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHDEVICE_", "PYTHON"))}
+    env.update(OMP_NUM_THREADS="1", TORCHDEVICE_CACHE_DIR=str(cwd / "cache"))
+    return subprocess.run([str(bin_dir / args[0]), *args[1:]], cwd=cwd, env=env, input=stdin, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_wheel_holds_every_subpackage_and_data_file_and_no_dev_tool(wheel: Path):
+    names = zipfile.ZipFile(wheel).namelist()
+    packages = {n.rpartition("/")[0] for n in names if n.endswith("/__init__.py")}
+    in_tree = {p.parent.relative_to(ROOT).as_posix() for p in (ROOT / "torchdevice").rglob("__init__.py")}
+    assert in_tree <= packages
+    assert {"torchdevice/py.typed", "torchdevice_generated/py.typed", "torchdevice_generated/catalog.jsonl"} <= set(
+        names)
+    assert not [n for n in names if n.split("/")[0] in ("codegen", "tests", "catalog", "bench", "examples")]
+    metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
+    headers = Parser().parsestr(zipfile.ZipFile(wheel).read(metadata).decode())
+    assert headers["Name"] == "torchdevice-toolkit"
+    assert any(r.replace(" ", "").startswith("torch<2.14,>=2.13") for r in headers.get_all("Requires-Dist"))
+
+
+def test_installed_commands_work_without_the_source_tree(installed: Path, tmp_path: Path):
+    from importlib import metadata
+
+    version = run(installed, "torchdevice", "--version", cwd=tmp_path)
+    assert version.stdout.strip() == f"torchdevice {metadata.version('torchdevice-toolkit')}", version.stderr
+
+    program = tmp_path / "train.py"
+    program.write_text(CUDA_PROGRAM)
+    ran = run(installed, "torchdevice", "run", "train.py", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout.split() == ["cpu", "True", "1"]
+
+    diff = run(installed, "torchdevice", "rewrite", "--diff", "train.py", cwd=tmp_path)
+    assert diff.returncode == 1, diff.stderr
+    assert '-x = torch.ones(2, 3, device="cuda").cuda()' in diff.stdout
+
+    stats = run(installed, "torchdevice", "catalog", "stats", "--json", cwd=tmp_path)
+    assert stats.returncode == 0, stats.stderr
+    generated = (ROOT / "generated" / "torchdevice_generated" / "catalog.jsonl").read_text().count("\n") - 1
+    assert json.loads(stats.stdout)["entries"] == generated
+
+    doctor = run(installed, "torchdevice", "doctor", "--json", cwd=tmp_path)
+    assert doctor.returncode == 0, doctor.stderr
+    assert json.loads(doctor.stdout)["target"] == "cpu"
+
+
+def test_installed_runtime_loads_its_own_files_and_runs_the_fallback_engine(installed: Path, tmp_path: Path):
+    probe = """\
+import sys, torch, torchdevice
+torchdevice.install("cpu", prefer_mlx=True)
+torch.cumsum(torch.arange(6.0), 0)
+loaded = {name: getattr(module, "__file__", "") or "" for name, module in sys.modules.items()
+          if name.split(".")[0] in ("torchdevice", "torchdevice_generated", "codegen")}
+assert not [n for n in loaded if n.split(".")[0] == "codegen"], loaded
+assert all("site-packages" in f for f in loaded.values() if f), loaded
+assert "torchdevice.fallback" in loaded and "torchdevice.distributed" in loaded
+print(torchdevice.report()["fallbacks"])
+"""
+    done = run(installed, "python", "-c", probe, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "'aten::cumsum': {'mlx': 1}" in done.stdout
