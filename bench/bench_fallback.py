@@ -104,10 +104,7 @@ def decision_overhead() -> Iterator[dict[str, Any]]:
 
 def install() -> Iterator[dict[str, Any]]:
     """Registering the MPS kernel table (every overload the catalog lists as missing on MPS)."""
-    from codegen.fallback_model import FallbackTable
-    from codegen.load import load
-
-    missing = FallbackTable.of(load()).missing_on_mps
+    from torchdevice_generated.fallback_table import MISSING_ON_MPS as missing
     best = float("inf")
     for _ in range(ROUNDS):
         with SimulatedMPS(table_missing=missing) as target:

@@ -1,46 +1,63 @@
-"""Load ``catalog/`` into the model: scanned entries, overlays and measured status, validated on load."""
+"""Load ``catalog/`` into the model: scanned entries, measured status and overlays, every field validated.
+
+Errors are :class:`~codegen.schema.CatalogError`\\ s naming ``file:line (entry)`` and what is wrong.
+The scanned files (5,000+ entries) are read with libyaml's fast loader and validated as plain
+data; the line of a bad field is looked up in the text only when there is an error to report.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
+import re
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
 
-from codegen import model, schema
-from codegen.model import Catalog, Entry, Kernels, Status
-from codegen.overlays import LISTS, PER_ENTRY, OverlaySet
+from codegen import schema
+from codegen.model import BACKENDS, MEASURED, Catalog, Entry, Kernels, KernelStatus, Kind, Measured, Pattern, Status
+from codegen.overlays.cuda import CudaRule
+from codegen.overlays.devices import DeviceRule
+from codegen.overlays.mlx import MlxMapping
 from codegen.schema import CatalogError
+from codegen.signatures import parse
+from torchdevice.rewrite.rule import RewriteRule
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOG_DIR = ROOT / "catalog"
 
-_ENTRY_KEYS = ("name", "kind", "module", "category", "signatures", "device_params", "aten", "kernels", "policy")
+SCANNED_KEYS = ("name", "kind", "module", "signatures", "device_params", "aten", "kernels")
+PER_ENTRY: dict[str, type] = {"cuda": CudaRule, "devices": DeviceRule, "mlx": MlxMapping}
+"""Overlay files mapping torch names to records: stem -> record class, attached as ``Entry.<stem>``."""
+GLOBS = ("devices",)
+"""Overlays whose keys may be globs (``torch.nn.*``) as well as names."""
 
 
 def load(catalog_dir: Path = CATALOG_DIR) -> Catalog:
-    """Read the scanned catalog, apply overlays and measured status; raise CatalogError on bad data."""
+    """Read the scanned catalog, apply measured status and overlays; raise CatalogError on bad data."""
     version, entries = _load_scanned(catalog_dir / "scanned")
-    known = {e.name for e in entries}
-    overlays: dict[str, dict[str, Any]] = {}
+    known = {e.name: e for e in entries}
+    status = _load_status(catalog_dir / "status.yaml", known)
+    attached: dict[str, dict[str, Any]] = {}
+    patterns: tuple[Pattern, ...] = ()
     for stem, cls in PER_ENTRY.items():
         path = catalog_dir / "overlays" / f"{stem}.yaml"
-        if path.exists():
-            for name, record in load_per_entry(path, cls, known).items():
-                overlays.setdefault(name, {})[stem] = record
-    status = _load_status(catalog_dir / "status.yaml", known)
-    rules: tuple[Any, ...] = ()
-    for stem, cls in LISTS.items():
-        path = catalog_dir / "overlays" / f"{stem}.yaml"
-        if path.exists():
-            rules += load_list(path, cls, known)
-    entries = [
-        dataclasses.replace(e, overlays=OverlaySet(**overlays[e.name]) if e.name in overlays else e.overlays,
-                            status=status.get(e.name, e.status))
-        for e in entries
-    ]
-    return Catalog(torch_version=version, entries=tuple(entries), rewrite=rules)
+        if not path.exists():
+            continue
+        records, globs = load_per_entry(path, cls, known, globs=stem in GLOBS)
+        for name, record in records.items():
+            attached.setdefault(name, {})[stem] = record
+        if stem == "devices":
+            patterns = globs
+    path = catalog_dir / "overlays" / "rewrite.yaml"
+    rules = load_list(path, RewriteRule, known) if path.exists() else ()
+    entries = [dataclasses.replace(e, status=status.get(e.name, e.status), **attached.get(e.name, {}))
+               for e in entries]
+    return Catalog(torch_version=version, entries=tuple(entries), device_patterns=patterns, rewrite=rules)
+
+
+# -- scanned -----------------------------------------------------------------------------------------
 
 
 def _load_scanned(directory: Path) -> tuple[str, list[Entry]]:
@@ -51,68 +68,179 @@ def _load_scanned(directory: Path) -> tuple[str, list[Entry]]:
     entries: list[Entry] = []
     seen: dict[str, Path] = {}
     for path in files:
+        text = path.read_text(encoding="utf-8")
         try:
-            doc = yaml.load(path.read_text(encoding="utf-8"), Loader=schema.FastLoader)
+            doc = yaml.load(text, Loader=schema.FastLoader)
         except yaml.YAMLError as exc:
-            raise CatalogError(path, None, None, f"invalid YAML: {exc}") from None
-        if not isinstance(doc, dict) or not isinstance(doc.get("entries"), list):
-            raise CatalogError(path, None, None, "expected a mapping with 'torch_version' and 'entries'")
-        if version not in (None, doc.get("torch_version")):
-            raise CatalogError(path, None, None, f"torch_version {doc.get('torch_version')} differs from {version}")
-        version = str(doc.get("torch_version"))
-        for raw in doc["entries"]:
-            entry = _entry(raw, path)
+            mark = getattr(exc, "problem_mark", None)
+            raise CatalogError(path, mark.line + 1 if mark else None, None, f"invalid YAML: {exc}") from None
+        if not isinstance(doc, dict) or not isinstance(doc.get("entries"), list) or "torch_version" not in doc:
+            raise CatalogError(path, 1, None, "expected a mapping with 'torch_version', 'group' and 'entries'")
+        if version not in (None, str(doc["torch_version"])):
+            raise CatalogError(path, 1, None, f"torch_version {doc['torch_version']} differs from {version}")
+        version = str(doc["torch_version"])
+        for i, raw in enumerate(doc["entries"]):
+            entry = _Scanned(path, text, i, raw).entry()
             if entry.name in seen:
-                raise CatalogError(path, None, entry.name, f"duplicate entry (also in {seen[entry.name].name})")
+                raise CatalogError(path, _line_of_entry(text, i), entry.name,
+                                   f"duplicate entry (also in {seen[entry.name].name})")
             seen[entry.name] = path
             entries.append(entry)
     return version or "", entries
 
 
-def _entry(raw: Any, path: Path) -> Entry:
-    name = raw.get("name") if isinstance(raw, dict) else None
-    if not isinstance(raw, dict) or tuple(raw) != _ENTRY_KEYS:
-        raise CatalogError(path, None, name, f"scanned entry must have exactly the keys {', '.join(_ENTRY_KEYS)}")
-    kernels = raw["kernels"]
-    if raw["kind"] not in model.KINDS or raw["policy"] not in model.POLICIES:
-        raise CatalogError(path, None, name, f"bad kind {raw['kind']!r} or policy {raw['policy']!r}")
-    if not isinstance(kernels, dict) or set(kernels) != set(model.BACKENDS) or not all(
-        v in model.KERNEL_STATUSES for v in kernels.values()
-    ):
-        raise CatalogError(path, None, name, f"bad kernels {kernels!r}")
-    return Entry(
-        name=raw["name"],
-        kind=raw["kind"],
-        module=raw["module"],
-        category=raw["category"],
-        signatures=tuple(raw["signatures"]),
-        device_params=tuple(raw["device_params"]),
-        aten=tuple(raw["aten"]),
-        kernels=Kernels(**kernels),
-        scanned_policy=raw["policy"],
-    )
+@dataclasses.dataclass
+class _Scanned:
+    """One raw scanned entry being validated; errors name the line of the field at fault."""
+
+    path: Path
+    text: str
+    index: int
+    raw: Any
+
+    def fail(self, message: str, key: str | None = None, item: int | None = None) -> CatalogError:
+        """The error at ``key`` of this entry (at its ``item``-th element, for a block list)."""
+        name = self.raw.get("name") if isinstance(self.raw, dict) else None
+        line = _line_of_entry(self.text, self.index)
+        if key is not None and line is not None:
+            line = _line_of_key(self.text, line, key)
+            if item is not None and self.text.splitlines()[line - 1].rstrip().endswith(":"):
+                line += 1 + item
+        return CatalogError(self.path, line, name if isinstance(name, str) else None, message)
+
+    def entry(self) -> Entry:
+        raw = self.raw
+        if not isinstance(raw, dict):
+            raise self.fail(f"expected a mapping with the keys {', '.join(SCANNED_KEYS)}")
+        if set(raw) != set(SCANNED_KEYS):
+            extra, missing = sorted(set(raw) - set(SCANNED_KEYS)), sorted(set(SCANNED_KEYS) - set(raw))
+            raise self.fail(f"keys must be exactly {', '.join(SCANNED_KEYS)} (unknown: {extra}, missing: {missing})")
+        kernels = raw["kernels"]
+        if not isinstance(kernels, dict) or set(kernels) != set(BACKENDS):
+            raise self.fail(f"kernels: expected a mapping of {', '.join(BACKENDS)}, got {kernels!r}", "kernels")
+        for backend, value in kernels.items():
+            self.choice("kernels", value, get_args(KernelStatus), f"kernels.{backend}")
+        signatures = []
+        for i, text in enumerate(self.strings("signatures")):
+            try:
+                signatures.append(parse(text))
+            except ValueError as exc:
+                raise self.fail(f"signatures: {exc}", "signatures", i) from None
+        return Entry(
+            name=self.string("name"),
+            kind=self.choice("kind", raw["kind"], get_args(Kind)),
+            module=self.string("module"),
+            signatures=tuple(signatures),
+            device_params=self.strings("device_params"),
+            aten=self.strings("aten"),
+            kernels=Kernels(**kernels),
+        )
+
+    def string(self, key: str) -> str:
+        value = self.raw[key]
+        if not isinstance(value, str) or not value:
+            raise self.fail(f"{key}: expected a non-empty string, got {value!r}", key)
+        return value
+
+    def strings(self, key: str) -> tuple[str, ...]:
+        value = self.raw[key]
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self.fail(f"{key}: expected a list of strings, got {value!r}", key)
+        return tuple(value)
+
+    def choice(self, key: str, value: Any, allowed: tuple[str, ...], label: str | None = None) -> Any:
+        if value not in allowed:
+            raise self.fail(f"{label or key}: {value!r} is not one of {', '.join(allowed)}", key)
+        return value
 
 
-def load_per_entry(path: Path, cls: type, known: set[str]) -> dict[str, Any]:
-    """Load an overlay mapping ``torch name -> record`` of ``cls``; names must be catalog entries."""
-    root = schema.compose(path)
+def _line_of_entry(text: str, index: int) -> int | None:
+    """The line of the ``index``-th ``- name:`` record of a scanned file (scanned files have one per entry)."""
+    found = -1
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith("- "):
+            found += 1
+            if found == index:
+                return number
+    return None
+
+
+def _line_of_key(text: str, start: int, key: str) -> int:
+    """The line of ``key`` within the record starting at line ``start`` (the record's line if absent)."""
+    lines = text.splitlines()
+    for number in range(start, len(lines) + 1):
+        line = lines[number - 1]
+        if number > start and line.startswith("- "):
+            break
+        if line.lstrip("- ").startswith(f"{key}:"):
+            return number
+    return start
+
+
+# -- measured status ---------------------------------------------------------------------------------
+
+
+def _load_status(path: Path, known: dict[str, Entry]) -> dict[str, Status]:
+    """Measured status written by ``make status``: ``{name: {resolves: pass, cpu: pass, mlx: fail}}``.
+
+    Names no longer in the catalog are skipped (the next ``make status`` drops them)."""
+    root = schema.compose(path) if path.exists() else None
     if root is None:
         return {}
     if not isinstance(root, yaml.MappingNode):
+        raise CatalogError(path, schema.line_of(root), None, "expected a mapping from entry names to measurements")
+    out: dict[str, Status] = {}
+    for key_node, value_node in root.value:
+        name = key_node.value
+        if name not in known:
+            continue
+        fields = {k.value: v for k, v in value_node.value} if isinstance(value_node, yaml.MappingNode) else None
+        if fields is None:
+            raise CatalogError(path, schema.line_of(value_node), name, f"expected a mapping of {', '.join(MEASURED)}")
+        for field, node in fields.items():
+            value = node.value if isinstance(node, yaml.ScalarNode) else None
+            if field not in MEASURED:
+                raise CatalogError(path, schema.line_of(node), name,
+                                   f"unknown measurement {field!r}; expected {', '.join(MEASURED)}")
+            if value not in get_args(Measured):
+                raise CatalogError(path, schema.line_of(node), name, f"{field}: {value!r} is not pass or fail")
+        out[name] = Status(**{field: node.value for field, node in fields.items()})
+    return out
+
+
+# -- overlays ----------------------------------------------------------------------------------------
+
+
+def load_per_entry(path: Path, cls: type, known: dict[str, Entry],
+                   globs: bool = False) -> tuple[dict[str, Any], tuple[Pattern, ...]]:
+    """Records of an overlay mapping torch names (or, with ``globs``, glob patterns) to ``cls`` records."""
+    root = schema.compose(path)
+    if root is None:
+        return {}, ()
+    if not isinstance(root, yaml.MappingNode):
         raise CatalogError(path, schema.line_of(root), None, "expected a mapping from torch names to records")
     records: dict[str, Any] = {}
+    patterns: list[Pattern] = []
     lines: dict[str, int] = {}
     for key_node, value_node in root.value:
-        name, line = key_node.value, schema.line_of(key_node)
-        if name in records:
+        name, line = str(key_node.value), schema.line_of(key_node)
+        if name in lines:
             raise CatalogError(path, line, name, f"duplicate entry (first at line {lines[name]})")
-        if name not in known:
+        lines[name] = line
+        record = schema.build(cls, value_node, path, name)
+        if globs and "*" in name:
+            matcher = re.compile(fnmatch.translate(name))
+            if not any(matcher.match(n) for n in known):
+                raise CatalogError(path, line, name, "the pattern matches no torch name of the scanned catalog")
+            patterns.append(Pattern(name, record, line))
+        elif name not in known:
             raise CatalogError(path, line, name, "unknown torch name: not in the scanned catalog")
-        records[name], lines[name] = schema.build(cls, value_node, path, name), line
-    return records
+        else:
+            records[name] = record
+    return records, tuple(patterns)
 
 
-def load_list(path: Path, cls: type, known: set[str]) -> tuple[Any, ...]:
+def load_list(path: Path, cls: type, known: dict[str, Entry]) -> tuple[Any, ...]:
     """Load an overlay list of ``cls`` records; each record's ``name`` is unique, its torch names known."""
     root = schema.compose(path)
     if root is None:
@@ -132,19 +260,3 @@ def load_list(path: Path, cls: type, known: set[str]) -> tuple[Any, ...]:
         lines[record.name] = line
         records.append(record)
     return tuple(records)
-
-
-def _load_status(path: Path, known: set[str]) -> dict[str, Status]:
-    """Measured status written by ``make status``: ``{name: {resolves: pass, cpu: pass, mlx: fail}}``."""
-    if not path.exists():
-        return {}
-    raw = yaml.load(path.read_text(encoding="utf-8"), Loader=schema.Loader) or {}
-    out: dict[str, Status] = {}
-    for name, fields in raw.items():
-        if name not in known:
-            continue  # an entry that left the catalog since the last measurement
-        try:
-            out[name] = Status(**fields)
-        except TypeError as exc:
-            raise CatalogError(path, None, name, str(exc)) from None
-    return out

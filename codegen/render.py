@@ -1,17 +1,19 @@
-"""Render every template in ``codegen/templates`` against the catalog model into ``generated/``.
+"""Render every template in ``codegen/templates`` against the plan into ``generated/``.
 
-``codegen/templates/<path>.j2`` becomes ``generated/<path>``. Templates receive ``catalog`` (the
-:class:`~codegen.model.Catalog`) and ``track(items)``, an iterator that remembers the item being
-rendered so a template error names the template, its line and the catalog entry at fault.
-Output is deterministic: the same catalog renders byte-identical files.
+``codegen/templates/<path>.j2`` becomes ``generated/<path>``. Templates receive ``plan`` (the
+:class:`~codegen.plan.Plan`) and ``track(items)``, an iterator that remembers the item being
+rendered so a template error names the template, its line and the entry at fault. Output is
+deterministic: the same catalog renders byte-identical files. ``generated/`` is replaced as a whole
+or not at all: the new tree is written beside it and swapped in by two renames; a run interrupted
+between them is completed or undone by the next one, and no staging directory outlives a run.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
-import tempfile
 import traceback
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -19,7 +21,7 @@ from typing import Any
 
 import jinja2
 
-from codegen.model import Catalog
+from codegen.plan import Plan
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "codegen" / "templates"
@@ -63,14 +65,14 @@ def template_names() -> list[str]:
     return sorted(p.relative_to(TEMPLATES).as_posix() for p in TEMPLATES.rglob("*.j2") if not partial(p))
 
 
-def render_all(catalog: Catalog) -> dict[str, str]:
+def render_all(plan: Plan) -> dict[str, str]:
     """Render every template; return ``{path relative to generated/: text}``."""
     env = environment()
     out: dict[str, str] = {}
     for name in template_names():
         tracker = _Tracker()
         try:
-            text = env.get_template(name).render(catalog=catalog, track=tracker)
+            text = env.get_template(name).render(plan=plan, track=tracker)
         except Exception as exc:  # noqa: BLE001 - re-raised with the template and entry named
             raise TemplateError(_describe_failure(name, exc, tracker.current)) from exc
         out[name[: -len(".j2")]] = text
@@ -89,41 +91,49 @@ def _describe_failure(name: str, exc: BaseException, current: Any) -> str:
 
 
 def write(files: dict[str, str], target: Path = GENERATED) -> list[str]:
-    """Write rendered files atomically, remove generated files no template produces; return changed paths."""
-    changed = []
-    for rel, text in sorted(files.items()):
-        path = target / rel
-        if path.exists() and path.read_text(encoding="utf-8") == text:
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        os.replace(tmp, path)
-        changed.append(rel)
-    for rel in stale_extras(files, target):
-        (target / rel).unlink()
-        changed.append(rel)
+    """Make ``target`` hold exactly ``files``, swapped in whole; return the paths that changed."""
+    recover(target)
+    changed = stale(files, target)
+    if not changed:
+        return []
+    staging, retired = _beside(target, "new"), _beside(target, "old")
+    try:
+        for rel, text in files.items():
+            path = staging / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8", newline="\n")
+        if target.exists():
+            os.rename(target, retired)
+        os.rename(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(retired, ignore_errors=True)
     return changed
+
+
+def recover(target: Path = GENERATED) -> None:
+    """Finish what an interrupted :func:`write` left: the old tree back if the new one never arrived."""
+    staging, retired = _beside(target, "new"), _beside(target, "old")
+    if retired.exists() and not target.exists():
+        os.rename(retired, target)
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.rmtree(retired, ignore_errors=True)
+
+
+def _beside(target: Path, what: str) -> Path:
+    return target.with_name(f".{target.name}.{what}")
 
 
 def stale(files: dict[str, str], target: Path = GENERATED) -> list[str]:
     """Paths under ``target`` that differ from, lack, or are not among the rendered files."""
-    differ = [
-        rel for rel, text in sorted(files.items())
-        if not (target / rel).exists() or (target / rel).read_text(encoding="utf-8") != text
-    ]
-    return differ + stale_extras(files, target)
-
-
-def stale_extras(files: dict[str, str], target: Path) -> list[str]:
-    """Generated files on disk that no template renders any more (``__pycache__`` and hidden files aside)."""
     on_disk = {
         p.relative_to(target).as_posix()
         for p in target.rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts and not p.name.startswith(".")
-    }
-    return sorted(on_disk - set(files))
+        if p.is_file() and "__pycache__" not in p.parts
+    } if target.exists() else set()
+    differ = [rel for rel, text in sorted(files.items())
+              if rel not in on_disk or (target / rel).read_text(encoding="utf-8") != text]
+    return differ + sorted(on_disk - set(files))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     import time
 
     from codegen.load import load
+    from codegen.plan import PlanError, plan
     from codegen.schema import CatalogError
 
     parser = argparse.ArgumentParser(prog="python -m codegen", description=main.__doc__)
@@ -139,8 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     start = time.perf_counter()
     try:
-        files = render_all(load())
-    except (CatalogError, TemplateError) as exc:
+        files = render_all(plan(load()))
+    except (CatalogError, PlanError, TemplateError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.check:

@@ -1,6 +1,6 @@
-"""``make status``: run the generated per-op tests and record what they measured in ``catalog/status.yaml``.
+"""``make status``: run the per-entry tests (``tests/ops``) and record what they measured in ``catalog/status.yaml``.
 
-Each generated test module names the :class:`~codegen.model.Status` field it measures in
+Each per-entry test module names the :class:`~codegen.model.Status` field it measures in
 ``STATUS_FIELD`` and parametrizes with the entry's qualified name as the test id. This module is
 also a pytest plugin (``-p codegen.status``) that tags each report with ``(field, entry)``; the
 controlling process folds the outcomes into the status file: ``pass`` when every test of an entry
@@ -10,15 +10,14 @@ mps on machines that have them) are kept.
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 import yaml
 
 from codegen.model import MEASURED
+from torchdevice import atomic
 
 ROOT = Path(__file__).resolve().parent.parent
 STATUS_FILE = ROOT / "catalog" / "status.yaml"
@@ -65,13 +64,6 @@ def merge(existing: dict, results: dict[tuple[str, str], str]) -> dict:
             for name, fields in sorted(merged.items())}
 
 
-def write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
 def record(pytest_args: list[str], status_file: Path = STATUS_FILE) -> int:
     """Run pytest with ``pytest_args`` and fold the per-entry outcomes into ``status_file``."""
     recorder = Recorder()
@@ -81,12 +73,12 @@ def record(pytest_args: list[str], status_file: Path = STATUS_FILE) -> int:
         return 1
     existing = yaml.safe_load(status_file.read_text()) if status_file.exists() else {}
     status = merge(existing or {}, recorder.results)
-    header = "# Measured by `make status` (generated per-op tests); do not edit.\n"
-    write_atomic(status_file, header + yaml.safe_dump(status, sort_keys=False, width=1000))
+    header = "# Measured by `make status` (the per-entry tests, tests/ops); do not edit.\n"
+    atomic.write(status_file, header + yaml.safe_dump(status, sort_keys=False, width=1000))
     passed = sum(v == "pass" for v in recorder.results.values())
     print(f"recorded {len(recorder.results)} results ({passed} pass) in {status_file}")
     return 0 if code in (0, 1) else int(code)
 
 
 if __name__ == "__main__":
-    sys.exit(record([str(ROOT / "generated" / "tests"), *sys.argv[1:]]))
+    sys.exit(record([str(ROOT / "tests" / "ops"), *sys.argv[1:]]))

@@ -1,30 +1,6 @@
-"""Hand-curated overlays: the only hand-edited catalog data (``catalog/overlays/*.yaml``).
+"""The records of the hand-edited catalog data, one module per overlay file (``catalog/overlays/<stem>.yaml``).
 
-Each overlay file has a record class in a module of this package, except the rewrite rules: their
-record, ``torchdevice.rewrite.rule.RewriteRule``, is built at run time by the generated rules table.
-Per-entry overlays are YAML mappings from a torch qualified name to a record and end up on
-``Entry.overlays``; list overlays (rewrite rules) are sequences of records that end up on the ``Catalog``.
+``cuda``, ``devices`` and ``mlx`` map torch names to records; ``rewrite`` is a list of records, whose
+class, ``torchdevice.rewrite.rule.RewriteRule``, lives in the runtime package that builds them from
+the generated rules table.
 """
-
-from __future__ import annotations
-
-from dataclasses import dataclass
-
-from codegen.overlays.cuda import CudaRule
-from codegen.overlays.mlx import MlxMapping
-from torchdevice.rewrite.rule import RewriteRule
-
-
-@dataclass(frozen=True)
-class OverlaySet:
-    """The overlay records that apply to one entry."""
-
-    mlx: MlxMapping | None = None
-    cuda: CudaRule | None = None
-
-
-PER_ENTRY: dict[str, type] = {"mlx": MlxMapping, "cuda": CudaRule}
-"""File stem (``catalog/overlays/<stem>.yaml``) -> record class, attached as ``OverlaySet.<stem>``."""
-
-LISTS: dict[str, type] = {"rewrite": RewriteRule}
-"""File stem -> record class of overlays that are ordered lists of records."""

@@ -1,32 +1,51 @@
 """What each public ``torch.cuda`` entry does on a non-CUDA target (``catalog/overlays/cuda.yaml``).
 
-Entries under ``torch.cuda`` default to policy ``emulate`` and must name their emulation; entries
-elsewhere (``torch.backends.cuda``) may get a rule too. One record per entry::
+Every module-level entry under ``torch.cuda`` needs a record; entries elsewhere (``torch.backends.cuda``)
+may have one. One record per entry::
 
     torch.cuda.synchronize: {does: synchronize}
     torch.cuda.get_arch_list: {does: constant, value: []}
-    torch.cuda.graph: {policy: unsupported, why: CUDA graph capture records CUDA kernels}
-    torch.cuda.amp.autocast: {policy: passthrough, does: torch.autocast is translated}
+    torch.cuda.graph: {policy: unsupported, why: CUDA graph capture records CUDA kernel launches}
+    torch.cuda.OutOfMemoryError: {policy: passthrough, why: an exception class; works as is}
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Literal
+
+
+@cache
+def vocabulary() -> frozenset[str]:
+    """The emulation words the runtime implements (``torchdevice.runtime.emulation.VOCABULARY``)."""
+    from torchdevice.runtime import emulation
+
+    return frozenset(emulation.VOCABULARY)
 
 
 @dataclass(frozen=True)
 class CudaRule:
     """The emulation of one ``torch.cuda`` entry."""
 
-    policy: Literal["emulate", "unsupported", "passthrough"] | None = None
+    policy: Literal["emulate", "unsupported", "passthrough"] = "emulate"
     does: str = ""
-    """``emulate``: a word of the emulation vocabulary (``torchdevice.runtime.emulation.VOCABULARY``); the
-    runtime installs what the word builds from ``value``. ``passthrough``: why the original works."""
+    """``emulate``: a word of the emulation vocabulary; the runtime installs what the word builds from
+    ``value``."""
     value: Any = None
-    """The argument of the word's builder: the constant returned (``constant``), a dtype name
-    (``tensor_type``)."""
+    """The argument of the word's builder: the constant returned (``constant``), a dtype name (``tensor_type``)."""
     why: str = ""
-    """``unsupported``: why it cannot be emulated; the error raised on use says it."""
+    """``unsupported``: why it cannot be emulated (the error raised on use says it); ``passthrough``: why
+    the original works as is."""
     sample: str = ""
-    """Arguments (Python source) the generated test calls the emulation with, when it needs any."""
+    """Arguments (Python source) the per-entry test calls the emulation with, when it needs any."""
+
+    def __post_init__(self) -> None:
+        if self.policy == "emulate":
+            if self.does not in vocabulary():
+                known = ", ".join(sorted(vocabulary()))
+                raise ValueError(f"does: {self.does!r} is not an emulation word; known: {known}")
+        elif self.does:
+            raise ValueError(f"does applies to policy emulate only, not {self.policy}")
+        if self.policy != "emulate" and not self.why:
+            raise ValueError(f"policy {self.policy} needs why: the reason given to the user")

@@ -17,11 +17,7 @@ any other value (``MlxUnsupported``) so the caller runs the call elsewhere.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
-
-if TYPE_CHECKING:
-    from codegen.mlx_model import Shim
-    from codegen.model import Entry
+from typing import Literal
 
 Transform = Literal[
     "axis", "vector_axis", "dtype", "ddof_correction", "not_none", "shape", "repeats",
@@ -113,11 +109,3 @@ class MlxMapping:
         if self.returns is None:
             return "tensor"
         return self.returns if self.returns in ("tuple", "bool") else "return_types"
-
-    def shim(self, entry: Entry) -> Shim:
-        """The generated shim's decisions for ``entry`` (this record's catalog entry), validated."""
-        from codegen.mlx_model import Shim  # the model module imports this one
-
-        shim = Shim(entry, self)
-        shim.validate()
-        return shim

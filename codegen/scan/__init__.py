@@ -3,8 +3,8 @@
 ``scan(out_dir)`` writes the files and returns the entry count per group; ``entries()`` gives the
 records without writing. :mod:`~codegen.scan.walk` decides what is public,
 :mod:`~codegen.scan.aten` adds the aten overloads and maps entries to aten ops,
-:mod:`~codegen.scan.signatures`, :mod:`~codegen.scan.devices`, :mod:`~codegen.scan.kernels` and
-:mod:`~codegen.scan.categories` fill in each record, :mod:`~codegen.scan.write` emits the YAML.
+:mod:`~codegen.scan.signatures`, :mod:`~codegen.scan.devices` and :mod:`~codegen.scan.kernels`
+fill in each record, :mod:`~codegen.scan.write` emits the YAML.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from codegen.scan.signatures import Signature
+from codegen.signatures import Signature
 
 # Names that carry a device whatever their annotation (autocast and GradScaler's device_type,
 # DDP's device_ids/output_device, torch.load's map_location, DataLoader's pin_memory_device...).

@@ -1,45 +1,38 @@
-"""Per-backend kernel availability of aten overloads, read from torchgen's ``native_functions.yaml``.
+"""Per-backend kernel availability of aten overloads, from torchgen's own reading of ``native_functions.yaml``.
 
-Rules, per overload and backend (``cpu``/``cuda``/``mps`` = dispatch keys ``CPU``/``CUDA``/``MPS``):
+``torchgen.gen.parse_native_yaml`` gives every overload (``autogen`` ones included) and a backend
+index per dispatch key. Per overload and backend (``cpu``/``cuda``/``mps``):
 
-* the dispatch keys of an overload are those of its ``dispatch:`` section (comma-joined keys split),
-  plus ``CPU`` and ``CUDA`` when it has a ``ufunc_inner_loop`` (torchgen generates both kernels), plus
-  the keys of its ``structured_delegate`` (recursively); an overload with none of these is
-  ``CompositeImplicitAutograd``;
-* ``native`` when the backend's key is present, else ``composite`` when a composite key is present
-  (CompositeImplicitAutograd, CompositeExplicitAutograd, CompositeExplicitAutogradNonFunctional),
-  else ``missing``;
-* an overload listed under another's ``autogen:`` is a generated wrapper of that overload:
-  ``missing`` where it is missing, else ``composite``;
-* an overload absent from the file (TorchScript builtins such as ``add.str``) is ``none``.
+* ``native``: the backend has a kernel, its own or its structured delegate's (``add.Tensor`` runs
+  ``add.out``'s);
+* ``composite``: a CompositeExplicitAutograd kernel serves every backend (``abs`` calls ``abs.out``);
+* ``implicit``: CompositeImplicitAutograd, decomposed into other ops above the backends (``matmul``);
+* ``missing``: none of these; ``none``: not in the file (TorchScript builtins such as ``add.str``).
 
 A Python-level entry reaching several ops aggregates over their overloads, ``out=`` variants
-excluded: ``missing`` if any overload is missing for the backend, else ``native`` if any is native,
-else ``composite``; ``none`` when no overload of its ops is in the file.
+excluded: ``missing`` if any is missing for the backend, else the first of ``native``,
+``composite``, ``implicit`` present; ``none`` when no overload of its ops is in the file.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any
 
-import yaml
+import torchgen
+from torchgen.gen import parse_native_yaml
+from torchgen.model import BackendIndex, DispatchKey, NativeFunction
 
-BACKENDS = {"cpu": "CPU", "cuda": "CUDA", "mps": "MPS"}
-COMPOSITE_KEYS = frozenset(
-    {"CompositeImplicitAutograd", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional"}
-)
+BACKENDS = {"cpu": DispatchKey.CPU, "cuda": DispatchKey.CUDA, "mps": DispatchKey.MPS}
 NONE = {"cpu": "none", "cuda": "none", "mps": "none"}
-_KWONLY = re.compile(r"(?:^|, )\*(?:, |$)")
+PRECEDENCE = ("missing", "native", "composite", "implicit")
+PACKAGED = Path(torchgen.__file__).parent / "packaged" / "ATen" / "native"
 
 
 @dataclass(frozen=True)
 class Overload:
-    """One aten overload as native_functions.yaml describes it."""
+    """One aten overload as ``native_functions.yaml`` describes it."""
 
     op: str
     overload: str  # "default" for the unnamed overload, as torch.ops names it
@@ -48,38 +41,31 @@ class Overload:
     is_out: bool
 
 
-def native_functions_path() -> Path:
-    spec = importlib.util.find_spec("torchgen")
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError("torchgen is not installed")
-    return Path(next(iter(spec.submodule_search_locations))) / "packaged/ATen/native/native_functions.yaml"
-
-
-@lru_cache(maxsize=1)
-def native_functions() -> list[dict[str, Any]]:
-    """The entries of native_functions.yaml, as parsed."""
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return yaml.load(native_functions_path().read_text(encoding="utf-8"), Loader=loader)
-
-
-@lru_cache(maxsize=1)
+@cache
 def overloads() -> dict[tuple[str, str], Overload]:
-    """Every overload of native_functions.yaml (autogen'd ones included) by ``(op, overload)``."""
-    by_name = {_split(e["func"])[0]: e for e in native_functions()}
+    """Every overload of ``native_functions.yaml`` by ``(op, overload)``."""
+    parsed = parse_native_yaml(str(PACKAGED / "native_functions.yaml"), str(PACKAGED / "tags.yaml"))
+    by_name = {f.func.name: f for f in parsed.native_functions}
     out: dict[tuple[str, str], Overload] = {}
-    for name, entry in by_name.items():
-        keys = _keys(name, by_name)
-        status = {backend: _status(key, keys) for backend, key in BACKENDS.items()}
-        out[_key(name)] = Overload(*_key(name), status, _tags(entry), _is_out(_split(entry["func"])[1]))
-        wrapped = {backend: "missing" if s == "missing" else "composite" for backend, s in status.items()}
-        for generated in filter(None, (g.strip() for g in str(entry.get("autogen", "")).split(","))):
-            op, overload = _key(generated)
-            is_out = overload == "out" or overload.endswith("_out")
-            out.setdefault((op, overload), Overload(op, overload, wrapped, frozenset(), is_out))
+    for f in parsed.native_functions:
+        op, overload = str(f.func.name.name), f.func.name.overload_name or "default"
+        kernels = {b: _status(f, parsed.backend_indices[key], by_name) for b, key in BACKENDS.items()}
+        out[(op, overload)] = Overload(op, overload, kernels, frozenset(f.tags), f.func.is_out_fn())
     return out
 
 
-@lru_cache(maxsize=1)
+def _status(f: NativeFunction, index: BackendIndex, by_name: dict) -> str:
+    delegate = by_name.get(f.structured_delegate) if f.structured_delegate else None
+    if index.has_kernel(f) or (delegate is not None and index.has_kernel(delegate)):
+        return "native"
+    if f.has_composite_explicit_autograd_kernel or f.has_composite_explicit_autograd_non_functional_kernel:
+        return "composite"
+    if f.has_composite_implicit_autograd_kernel or f.has_composite_implicit_autograd_nested_tensor_kernel:
+        return "implicit"
+    return "missing"
+
+
+@cache
 def by_op() -> dict[str, tuple[Overload, ...]]:
     """Overloads grouped by op name, in overload-name order."""
     grouped: dict[str, list[Overload]] = {}
@@ -98,56 +84,4 @@ def aggregate(ops: list[str]) -> dict[str, str]:
     found = functional(ops)
     if not found:
         return dict(NONE)
-    result: dict[str, str] = {}
-    for backend in BACKENDS:
-        statuses = {o.kernels[backend] for o in found}
-        result[backend] = next(s for s in ("missing", "native", "composite") if s in statuses)
-    return result
-
-
-def tags(ops: list[str]) -> frozenset[str]:
-    """Tags of the ops' overloads; an in-place op without tags (``abs_``) takes its functional op's."""
-    found = frozenset(t for o in functional(ops) for t in o.tags)
-    inplace = [op[:-1] for op in ops if op.endswith("_") and not op.endswith("__")]
-    return found or (tags(inplace) if inplace else found)
-
-
-def _split(func: str) -> tuple[str, str]:
-    """``"add.Tensor(Tensor self, ...) -> Tensor"`` -> ``("add.Tensor", "Tensor self, ...")``."""
-    name, _, rest = func.partition("(")
-    return name.strip(), rest.rpartition(") ->")[0]
-
-
-def _key(name: str) -> tuple[str, str]:
-    op, _, overload = name.partition(".")
-    return op, overload or "default"
-
-
-def _is_out(args: str) -> bool:
-    """An ``out=`` variant writes keyword-only tensors: ``*, Tensor(a!) out``."""
-    parts = _KWONLY.split(args, maxsplit=1)
-    return len(parts) == 2 and "!" in parts[1]
-
-
-def _tags(entry: dict) -> frozenset[str]:
-    value = entry.get("tags", ())
-    return frozenset([value] if isinstance(value, str) else value)
-
-
-def _keys(name: str, by_name: dict[str, dict]) -> frozenset[str]:
-    entry = by_name[name]
-    keys = {k.strip() for joined in entry.get("dispatch", {}) for k in joined.split(",")}
-    if "ufunc_inner_loop" in entry:
-        keys |= {"CPU", "CUDA"}
-    delegate = entry.get("structured_delegate")
-    if delegate:
-        keys |= _keys(delegate, by_name)
-    if not keys and "dispatch" not in entry:
-        keys.add("CompositeImplicitAutograd")
-    return frozenset(keys)
-
-
-def _status(key: str, keys: frozenset[str]) -> str:
-    if key in keys:
-        return "native"
-    return "composite" if keys & COMPOSITE_KEYS else "missing"
+    return {b: next(s for s in PRECEDENCE if any(o.kernels[b] == s for o in found)) for b in BACKENDS}

@@ -1,60 +1,39 @@
-"""Turn each public object found into a catalog entry: signatures, device parameters, aten ops,
-kernels, category and policy."""
+"""Turn each public object found into a catalog entry: signatures, device parameters, aten ops and
+kernels. What the runtime does with an entry is decided later, from these facts and the overlays."""
 
 from __future__ import annotations
 
 import inspect
-import re
 from typing import Any
 
 import torch
 
 from codegen.scan import aten, kernels, signatures
-from codegen.scan.categories import Facts, category, policy
 from codegen.scan.devices import device_params
-from codegen.scan.signatures import Signature
 from codegen.scan.walk import Found
+from codegen.signatures import Signature
 
-KEYS = ("name", "kind", "module", "category", "signatures", "device_params", "aten", "kernels", "policy")
-_TENSOR = re.compile(r"\bTensor\b")
+KEYS = ("name", "kind", "module", "signatures", "device_params", "aten", "kernels")
 
 
 def record(found: Found) -> dict[str, Any]:
     """The catalog record of ``found``, keys in :data:`KEYS` order."""
     ops = aten.reached(found)
     sigs = signatures_of(found, ops)
-    devices = device_params(sigs)
     if found.kind == "op_overload":
         op, _, overload = ops[0].partition(".")
         known = kernels.overloads().get((op, overload))
         kernel = dict(known.kernels) if known else dict(kernels.NONE)
-        op_names = [op]
-        tags = known.tags if known else frozenset()
     else:
         kernel = kernels.aggregate(ops)
-        op_names = ops
-        tags = kernels.tags(ops)
-    facts = Facts(
-        name=found.name,
-        kind=found.kind,
-        home=str(getattr(found.obj, "__module__", "") or ""),
-        device_params=tuple(devices),
-        returns_tensor=any(_TENSOR.search(s.returns or "") for s in sigs),
-        ops=tuple(op_names),
-        tags=tags,
-        same_name_tags=kernels.tags([found.attr]),
-        aten_names=aten.op_names(),
-    )
     return {
         "name": found.name,
         "kind": found.kind,
         "module": found.module,
-        "category": category(facts),
-        "signatures": [s.text for s in sigs],
-        "device_params": devices,
+        "signatures": [str(s) for s in sigs],
+        "device_params": device_params(sigs),
         "aten": ops,
         "kernels": kernel,
-        "policy": policy(found.name, devices, kernel["mps"]),
     }
 
 

@@ -24,6 +24,8 @@ from typing import Any
 import torch
 import typing_extensions
 
+from codegen.signatures import P, Param, Signature, from_arguments
+
 _C_STUBS = Path(torch.__file__).parent / "_C"
 C_INIT = _C_STUBS / "__init__.pyi"  # also stubs torch._C builtins that say their module is ``torch``
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{4,}|<")
@@ -103,58 +105,17 @@ def _stub_class(cls: type) -> dict[str, list[ast.FunctionDef]]:
     return {}
 
 
-class Param(typing.NamedTuple):
-    """One parameter as text; ``kind`` is an ``inspect.Parameter`` kind."""
-
-    kind: inspect._ParameterKind
-    name: str
-    annotation: str | None = None
-    default: str | None = None
-
-
-class Signature(typing.NamedTuple):
-    """One overload: its parameters and return annotation."""
-
-    params: tuple[Param, ...]
-    returns: str | None
-
-    @property
-    def text(self) -> str:
-        return format_signature(self.params, self.returns)
-
-
 def unique(signatures: Iterable[Signature]) -> list[Signature]:
     """Distinct signatures (by text), first occurrences in order."""
     first: dict[str, Signature] = {}
     for signature in signatures:
-        first.setdefault(signature.text, signature)
+        first.setdefault(str(signature), signature)
     return list(first.values())
-
-
-def format_signature(params: tuple[Param, ...], returns: str | None) -> str:
-    """Stub text with ``/`` and ``*`` markers where the kinds need them, PEP 8 spacing."""
-    P = inspect.Parameter
-    parts: list[str] = []
-    for i, p in enumerate(params):
-        if p.kind is P.KEYWORD_ONLY and not any(q.kind in (P.VAR_POSITIONAL, P.KEYWORD_ONLY) for q in params[:i]):
-            parts.append("*")
-        text = ("*" if p.kind is P.VAR_POSITIONAL else "**" if p.kind is P.VAR_KEYWORD else "") + p.name
-        if p.annotation:
-            text += f": {p.annotation}"
-        if p.default is not None:
-            text += f" = {p.default}" if p.annotation else f"={p.default}"
-        parts.append(text)
-        if p.kind is P.POSITIONAL_ONLY and (i + 1 == len(params) or params[i + 1].kind is not P.POSITIONAL_ONLY):
-            parts.append("/")
-    return f"({', '.join(parts)})" + (f" -> {returns}" if returns else "")
 
 
 def _render_defs(defs: list[ast.FunctionDef], constructor: bool = False) -> list[Signature]:
     return unique(
-        Signature(
-            tuple(_stub_params(node.args)[1 if constructor else 0 :]),
-            None if constructor or node.returns is None else ast.unparse(node.returns),
-        )
+        from_arguments(node.args, None if constructor else node.returns, skip=1 if constructor else 0)
         for node in defs
         if not any(_decorator(d) in ("property", "setter", "deleter") for d in node.decorator_list)
     )
@@ -162,44 +123,6 @@ def _render_defs(defs: list[ast.FunctionDef], constructor: bool = False) -> list
 
 def _decorator(node: ast.expr) -> str:
     return node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
-
-
-def _stub_params(args: ast.arguments) -> list[Param]:
-    P = inspect.Parameter
-    positional = [*args.posonlyargs, *args.args]
-    defaults = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
-    params = [
-        Param(
-            P.POSITIONAL_ONLY if i < len(args.posonlyargs) else P.POSITIONAL_OR_KEYWORD,
-            a.arg,
-            _unparse(a.annotation),
-            _stub_default(d),
-        )
-        for i, (a, d) in enumerate(zip(positional, defaults, strict=True))
-    ]
-    if args.vararg:
-        params.append(Param(P.VAR_POSITIONAL, args.vararg.arg, _unparse(args.vararg.annotation)))
-    params += [
-        Param(P.KEYWORD_ONLY, a.arg, _unparse(a.annotation), _stub_default(d))
-        for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True)
-    ]
-    if args.kwarg:
-        params.append(Param(P.VAR_KEYWORD, args.kwarg.arg, _unparse(args.kwarg.annotation)))
-    return params
-
-
-def _unparse(node: ast.expr | None) -> str | None:
-    return ast.unparse(node) if node is not None else None
-
-
-def _stub_default(node: ast.expr | None) -> str | None:
-    if node is None:
-        return None
-    try:
-        ast.literal_eval(node)
-        return ast.unparse(node)
-    except ValueError:
-        return "..."
 
 
 def from_python(obj: Any, constructor: bool = False) -> list[Signature]:
@@ -216,7 +139,7 @@ def from_python(obj: Any, constructor: bool = False) -> list[Signature]:
         except (ValueError, TypeError):
             continue
         params = tuple(
-            Param(p.kind, p.name, _annotation(p.annotation), None if p.default is p.empty else _default(p.default))
+            Param(p.name, p.kind, _annotation(p.annotation), None if p.default is p.empty else _default(p.default))
             for p in sig.parameters.values()
         )
         returns = None
@@ -256,14 +179,13 @@ def _default(value: Any) -> str:
 
 def from_schema(schema: Any, self_name: str = "self") -> Signature:
     """A ``torch._C.FunctionSchema`` in stub syntax (``self`` renamed to ``self_name``)."""
-    P = inspect.Parameter
     params: list[Param] = []
     for arg in schema.arguments:
         name = self_name if arg.name == "self" else arg.name
         params.append(
             Param(
-                P.KEYWORD_ONLY if arg.kwarg_only else P.POSITIONAL_OR_KEYWORD,
                 f"{name}_" if keyword.iskeyword(name) else name,
+                P.KEYWORD_ONLY if arg.kwarg_only else P.POSITIONAL_OR_KEYWORD,
                 _annotation(str(arg.real_type)),
                 _default(arg.default_value) if arg.has_default_value() else None,
             )
@@ -271,9 +193,9 @@ def from_schema(schema: Any, self_name: str = "self") -> Signature:
     arguments, _, results = str(schema).partition(" -> ")
     if "..." in arguments:
         params.append(
-            Param(P.VAR_KEYWORD, "kwargs")
+            Param("kwargs", P.VAR_KEYWORD)
             if params and params[-1].kind is P.KEYWORD_ONLY
-            else Param(P.VAR_POSITIONAL, "args")
+            else Param("args", P.VAR_POSITIONAL)
         )
     returns = [_annotation(str(r.real_type)) or "Any" for r in schema.returns]
     ret = "None" if not returns else returns[0] if len(returns) == 1 else f"tuple[{', '.join(returns)}]"

@@ -22,1908 +22,596 @@ Self = Tensor
 
 
 class _torch_amp_custom_bwd(Protocol):
-    def __call__(
-        self,
-        bwd=None,
-        *,
-        device_type: str,
-    ) -> Any: ...
+    def __call__(self, bwd=None, *, device_type: str) -> Any: ...
 
 
-def torch_amp_custom_bwd(
-    orig: _torch_amp_custom_bwd, r: Redirect, slot: int
-) -> _torch_amp_custom_bwd: ...
+def torch_amp_custom_bwd(orig: _torch_amp_custom_bwd, r: Redirect, slot: int) -> _torch_amp_custom_bwd: ...
 
 
 class _torch_amp_custom_fwd(Protocol):
-    def __call__(
-        self,
-        fwd=None,
-        *,
-        device_type: str,
-        cast_inputs: torch.dtype | None = None,
-    ) -> Any: ...
+    def __call__(self, fwd=None, *, device_type: str, cast_inputs: torch.dtype | None = None) -> Any: ...
 
 
-def torch_amp_custom_fwd(
-    orig: _torch_amp_custom_fwd, r: Redirect, slot: int
-) -> _torch_amp_custom_fwd: ...
+def torch_amp_custom_fwd(orig: _torch_amp_custom_fwd, r: Redirect, slot: int) -> _torch_amp_custom_fwd: ...
 
 
 class _torch_fft_fftfreq(Protocol):
-    def __call__(
-        self,
-        n: int,
-        d: float = 1.0,
-        *,
-        dtype: ScalarType | None = None,
-        layout: Layout | None = None,
-        device: Device | None = None,
-        pin_memory: bool | None = None,
-    ) -> Tensor: ...
+    def __call__(self, n: int, d: float = 1.0, *, dtype: ScalarType | None = None, layout: Layout | None = None, device: Device | None = None, pin_memory: bool | None = None) -> Tensor: ...
 
 
-def torch_fft_fftfreq(
-    orig: _torch_fft_fftfreq, r: Redirect, slot: int
-) -> _torch_fft_fftfreq: ...
+def torch_fft_fftfreq(orig: _torch_fft_fftfreq, r: Redirect, slot: int) -> _torch_fft_fftfreq: ...
 
 
 class _torch_fft_rfftfreq(Protocol):
-    def __call__(
-        self,
-        n: int,
-        d: float = 1.0,
-        *,
-        dtype: ScalarType | None = None,
-        layout: Layout | None = None,
-        device: Device | None = None,
-        pin_memory: bool | None = None,
-    ) -> Tensor: ...
+    def __call__(self, n: int, d: float = 1.0, *, dtype: ScalarType | None = None, layout: Layout | None = None, device: Device | None = None, pin_memory: bool | None = None) -> Tensor: ...
 
 
-def torch_fft_rfftfreq(
-    orig: _torch_fft_rfftfreq, r: Redirect, slot: int
-) -> _torch_fft_rfftfreq: ...
+def torch_fft_rfftfreq(orig: _torch_fft_rfftfreq, r: Redirect, slot: int) -> _torch_fft_rfftfreq: ...
 
 
 class _torch_jit_load(Protocol):
-    def __call__(
-        self,
-        f,
-        map_location=None,
-        _extra_files=None,
-        _restore_shapes=False,
-    ) -> Any: ...
+    def __call__(self, f, map_location=None, _extra_files=None, _restore_shapes=False) -> Any: ...
 
 
-def torch_jit_load(
-    orig: _torch_jit_load, r: Redirect, slot: int
-) -> _torch_jit_load: ...
+def torch_jit_load(orig: _torch_jit_load, r: Redirect, slot: int) -> _torch_jit_load: ...
 
 
 class _torch_nested_as_nested_tensor(Protocol):
-    def __call__(
-        self,
-        ts: torch.Tensor | list[torch.Tensor] | tuple[torch.Tensor, ...],
-        dtype: torch.dtype | None = None,
-        device: torch.device | None = None,
-        layout=None,
-    ) -> torch.Tensor: ...
+    def __call__(self, ts: torch.Tensor | list[torch.Tensor] | tuple[torch.Tensor, ...], dtype: torch.dtype | None = None, device: torch.device | None = None, layout=None) -> torch.Tensor: ...
 
 
-def torch_nested_as_nested_tensor(
-    orig: _torch_nested_as_nested_tensor, r: Redirect, slot: int
-) -> _torch_nested_as_nested_tensor: ...
+def torch_nested_as_nested_tensor(orig: _torch_nested_as_nested_tensor, r: Redirect, slot: int) -> _torch_nested_as_nested_tensor: ...
 
 
 class _torch_nested_nested_tensor(Protocol):
-    def __call__(
-        self,
-        tensor_list,
-        *,
-        dtype=None,
-        layout=None,
-        device=None,
-        requires_grad=False,
-        pin_memory=False,
-    ) -> torch.Tensor: ...
+    def __call__(self, tensor_list, *, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False) -> torch.Tensor: ...
 
 
-def torch_nested_nested_tensor(
-    orig: _torch_nested_nested_tensor, r: Redirect, slot: int
-) -> _torch_nested_nested_tensor: ...
+def torch_nested_nested_tensor(orig: _torch_nested_nested_tensor, r: Redirect, slot: int) -> _torch_nested_nested_tensor: ...
 
 
 class _torch_nn_Module_to(Protocol):
     @overload
-    def __call__(
-        self,
-        self_,
-        device: str | torch.device | int | None = ...,
-        dtype: torch.dtype | None = ...,
-        non_blocking: bool = ...,
-    ) -> Self: ...
+    def __call__(self, self_, device: str | torch.device | int | None = ..., dtype: torch.dtype | None = ..., non_blocking: bool = ...) -> Self: ...
     @overload
-    def __call__(
-        self,
-        self_,
-        dtype: torch.dtype,
-        non_blocking: bool = ...,
-    ) -> Self: ...
+    def __call__(self, self_, dtype: torch.dtype, non_blocking: bool = ...) -> Self: ...
     @overload
-    def __call__(
-        self,
-        self_,
-        tensor: torch.Tensor,
-        non_blocking: bool = ...,
-    ) -> Self: ...
+    def __call__(self, self_, tensor: torch.Tensor, non_blocking: bool = ...) -> Self: ...
 
 
-def torch_nn_Module_to(
-    orig: _torch_nn_Module_to, r: Redirect, slot: int
-) -> _torch_nn_Module_to: ...
+def torch_nn_Module_to(orig: _torch_nn_Module_to, r: Redirect, slot: int) -> _torch_nn_Module_to: ...
 
 
 class _torch_Tensor_new(Protocol):
     @overload
-    def __call__(
-        self,
-        self_,
-        *args: Any,
-        device: DeviceLikeType | None = None,
-    ) -> Self: ...
+    def __call__(self, self_, *args: Any, device: DeviceLikeType | None = None) -> Self: ...
     @overload
-    def __call__(
-        self,
-        self_,
-        storage: Storage,
-    ) -> Self: ...
+    def __call__(self, self_, storage: Storage) -> Self: ...
     @overload
-    def __call__(
-        self,
-        self_,
-        other: Tensor,
-    ) -> Self: ...
+    def __call__(self, self_, other: Tensor) -> Self: ...
     @overload
-    def __call__(
-        self,
-        self_,
-        size: _size,
-        *,
-        device: DeviceLikeType | None = None,
-    ) -> Self: ...
+    def __call__(self, self_, size: _size, *, device: DeviceLikeType | None = None) -> Self: ...
 
 
-def torch_Tensor_new(
-    orig: _torch_Tensor_new, r: Redirect, slot: int
-) -> _torch_Tensor_new: ...
+def torch_Tensor_new(orig: _torch_Tensor_new, r: Redirect, slot: int) -> _torch_Tensor_new: ...
 
 
 class _torch_Tensor_new_empty(Protocol):
     @overload
-    def __call__(
-        self,
-        self_,
-        size: Sequence[_int | SymInt],
-        *,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, self_, size: Sequence[_int | SymInt], *, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        self_,
-        *size: _int | SymInt,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, self_, *size: _int | SymInt, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_Tensor_new_empty(
-    orig: _torch_Tensor_new_empty, r: Redirect, slot: int
-) -> _torch_Tensor_new_empty: ...
+def torch_Tensor_new_empty(orig: _torch_Tensor_new_empty, r: Redirect, slot: int) -> _torch_Tensor_new_empty: ...
 
 
 class _torch_Tensor_new_empty_strided(Protocol):
-    def __call__(
-        self,
-        self_,
-        size: Sequence[_int | SymInt],
-        stride: Sequence[_int | SymInt],
-        *,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, self_, size: Sequence[_int | SymInt], stride: Sequence[_int | SymInt], *, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_Tensor_new_empty_strided(
-    orig: _torch_Tensor_new_empty_strided, r: Redirect, slot: int
-) -> _torch_Tensor_new_empty_strided: ...
+def torch_Tensor_new_empty_strided(orig: _torch_Tensor_new_empty_strided, r: Redirect, slot: int) -> _torch_Tensor_new_empty_strided: ...
 
 
 class _torch_Tensor_new_full(Protocol):
-    def __call__(
-        self,
-        self_,
-        size: Sequence[_int | SymInt],
-        fill_value: Number | _complex,
-        *,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, self_, size: Sequence[_int | SymInt], fill_value: Number | _complex, *, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_Tensor_new_full(
-    orig: _torch_Tensor_new_full, r: Redirect, slot: int
-) -> _torch_Tensor_new_full: ...
+def torch_Tensor_new_full(orig: _torch_Tensor_new_full, r: Redirect, slot: int) -> _torch_Tensor_new_full: ...
 
 
 class _torch_Tensor_new_ones(Protocol):
     @overload
-    def __call__(
-        self,
-        self_,
-        size: _size,
-        dtype: _dtype | None = None,
-        device: DeviceLikeType | None = None,
-        requires_grad: _bool = False,
-        pin_memory: _bool = False,
-    ) -> Tensor: ...
+    def __call__(self, self_, size: _size, dtype: _dtype | None = None, device: DeviceLikeType | None = None, requires_grad: _bool = False, pin_memory: _bool = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        self_,
-        size: Sequence[_int | SymInt],
-        *,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, self_, size: Sequence[_int | SymInt], *, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        self_,
-        *size: _int | SymInt,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, self_, *size: _int | SymInt, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_Tensor_new_ones(
-    orig: _torch_Tensor_new_ones, r: Redirect, slot: int
-) -> _torch_Tensor_new_ones: ...
+def torch_Tensor_new_ones(orig: _torch_Tensor_new_ones, r: Redirect, slot: int) -> _torch_Tensor_new_ones: ...
 
 
 class _torch_Tensor_new_tensor(Protocol):
-    def __call__(
-        self,
-        self_,
-        data: Any,
-        dtype: _dtype | None = None,
-        device: DeviceLikeType | None = None,
-        requires_grad: _bool = False,
-        pin_memory: _bool = False,
-    ) -> Tensor: ...
+    def __call__(self, self_, data: Any, dtype: _dtype | None = None, device: DeviceLikeType | None = None, requires_grad: _bool = False, pin_memory: _bool = False) -> Tensor: ...
 
 
-def torch_Tensor_new_tensor(
-    orig: _torch_Tensor_new_tensor, r: Redirect, slot: int
-) -> _torch_Tensor_new_tensor: ...
+def torch_Tensor_new_tensor(orig: _torch_Tensor_new_tensor, r: Redirect, slot: int) -> _torch_Tensor_new_tensor: ...
 
 
 class _torch_Tensor_new_zeros(Protocol):
     @overload
-    def __call__(
-        self,
-        self_,
-        size: Sequence[_int | SymInt],
-        *,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, self_, size: Sequence[_int | SymInt], *, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        self_,
-        *size: _int | SymInt,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, self_, *size: _int | SymInt, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_Tensor_new_zeros(
-    orig: _torch_Tensor_new_zeros, r: Redirect, slot: int
-) -> _torch_Tensor_new_zeros: ...
+def torch_Tensor_new_zeros(orig: _torch_Tensor_new_zeros, r: Redirect, slot: int) -> _torch_Tensor_new_zeros: ...
 
 
 class _torch_Tensor_to(Protocol):
     @overload
-    def __call__(
-        self,
-        self_,
-        dtype: _dtype,
-        non_blocking: _bool = False,
-        copy: _bool = False,
-        *,
-        memory_format: torch.memory_format | None = None,
-    ) -> Tensor: ...
+    def __call__(self, self_, dtype: _dtype, non_blocking: _bool = False, copy: _bool = False, *, memory_format: torch.memory_format | None = None) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        self_,
-        device: DeviceLikeType | None = None,
-        dtype: _dtype | None = None,
-        non_blocking: _bool = False,
-        copy: _bool = False,
-        *,
-        memory_format: torch.memory_format | None = None,
-    ) -> Tensor: ...
+    def __call__(self, self_, device: DeviceLikeType | None = None, dtype: _dtype | None = None, non_blocking: _bool = False, copy: _bool = False, *, memory_format: torch.memory_format | None = None) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        self_,
-        other: Tensor,
-        non_blocking: _bool = False,
-        copy: _bool = False,
-        *,
-        memory_format: torch.memory_format | None = None,
-    ) -> Tensor: ...
+    def __call__(self, self_, other: Tensor, non_blocking: _bool = False, copy: _bool = False, *, memory_format: torch.memory_format | None = None) -> Tensor: ...
 
 
-def torch_Tensor_to(
-    orig: _torch_Tensor_to, r: Redirect, slot: int
-) -> _torch_Tensor_to: ...
+def torch_Tensor_to(orig: _torch_Tensor_to, r: Redirect, slot: int) -> _torch_Tensor_to: ...
 
 
 class _torch_arange(Protocol):
     @overload
-    def __call__(
-        self,
-        start: Number,
-        end: Number,
-        step: Number,
-        *,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        device: DeviceLikeType | None = None,
-        requires_grad: _bool = False,
-        pin_memory: _bool = False,
-    ) -> Tensor: ...
+    def __call__(self, start: Number, end: Number, step: Number, *, out: Tensor | None = None, dtype: _dtype | None = None, device: DeviceLikeType | None = None, requires_grad: _bool = False, pin_memory: _bool = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        start: Number,
-        end: Number,
-        *,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        device: DeviceLikeType | None = None,
-        requires_grad: _bool = False,
-        pin_memory: _bool = False,
-    ) -> Tensor: ...
+    def __call__(self, start: Number, end: Number, *, out: Tensor | None = None, dtype: _dtype | None = None, device: DeviceLikeType | None = None, requires_grad: _bool = False, pin_memory: _bool = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        end: Number,
-        *,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        device: DeviceLikeType | None = None,
-        requires_grad: _bool = False,
-        pin_memory: _bool = False,
-    ) -> Tensor: ...
+    def __call__(self, end: Number, *, out: Tensor | None = None, dtype: _dtype | None = None, device: DeviceLikeType | None = None, requires_grad: _bool = False, pin_memory: _bool = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        end: Number | _complex,
-        *,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, end: Number | _complex, *, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        start: Number | _complex,
-        end: Number | _complex,
-        *,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, start: Number | _complex, end: Number | _complex, *, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        start: Number | _complex,
-        end: Number | _complex,
-        step: Number | _complex = 1,
-        *,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, start: Number | _complex, end: Number | _complex, step: Number | _complex = 1, *, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_arange(
-    orig: _torch_arange, r: Redirect, slot: int
-) -> _torch_arange: ...
+def torch_arange(orig: _torch_arange, r: Redirect, slot: int) -> _torch_arange: ...
 
 
 class _torch_as_tensor(Protocol):
-    def __call__(
-        self,
-        data: Any,
-        dtype: _dtype | None = None,
-        device: DeviceLikeType | None = None,
-    ) -> Tensor: ...
+    def __call__(self, data: Any, dtype: _dtype | None = None, device: DeviceLikeType | None = None) -> Tensor: ...
 
 
-def torch_as_tensor(
-    orig: _torch_as_tensor, r: Redirect, slot: int
-) -> _torch_as_tensor: ...
+def torch_as_tensor(orig: _torch_as_tensor, r: Redirect, slot: int) -> _torch_as_tensor: ...
 
 
 class _torch_asarray(Protocol):
-    def __call__(
-        self,
-        obj: Any,
-        *,
-        dtype: _dtype | None = None,
-        device: DeviceLikeType | None = None,
-        copy: _bool | None = None,
-        requires_grad: _bool | None = None,
-    ) -> Tensor: ...
+    def __call__(self, obj: Any, *, dtype: _dtype | None = None, device: DeviceLikeType | None = None, copy: _bool | None = None, requires_grad: _bool | None = None) -> Tensor: ...
 
 
-def torch_asarray(
-    orig: _torch_asarray, r: Redirect, slot: int
-) -> _torch_asarray: ...
+def torch_asarray(orig: _torch_asarray, r: Redirect, slot: int) -> _torch_asarray: ...
 
 
 class _torch_bartlett_window(Protocol):
     @overload
-    def __call__(
-        self,
-        window_length: _int,
-        *,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, window_length: _int, *, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        window_length: _int,
-        periodic: _bool,
-        *,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, window_length: _int, periodic: _bool, *, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_bartlett_window(
-    orig: _torch_bartlett_window, r: Redirect, slot: int
-) -> _torch_bartlett_window: ...
+def torch_bartlett_window(orig: _torch_bartlett_window, r: Redirect, slot: int) -> _torch_bartlett_window: ...
 
 
 class _torch_blackman_window(Protocol):
     @overload
-    def __call__(
-        self,
-        window_length: _int,
-        *,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, window_length: _int, *, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        window_length: _int,
-        periodic: _bool,
-        *,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, window_length: _int, periodic: _bool, *, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_blackman_window(
-    orig: _torch_blackman_window, r: Redirect, slot: int
-) -> _torch_blackman_window: ...
+def torch_blackman_window(orig: _torch_blackman_window, r: Redirect, slot: int) -> _torch_blackman_window: ...
 
 
 class _torch_empty(Protocol):
     @overload
-    def __call__(
-        self,
-        size: Sequence[_int | SymInt],
-        *,
-        memory_format: memory_format | None = None,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, size: Sequence[_int | SymInt], *, memory_format: memory_format | None = None, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        *size: _int | SymInt,
-        memory_format: memory_format | None = None,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, *size: _int | SymInt, memory_format: memory_format | None = None, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_empty(
-    orig: _torch_empty, r: Redirect, slot: int
-) -> _torch_empty: ...
+def torch_empty(orig: _torch_empty, r: Redirect, slot: int) -> _torch_empty: ...
 
 
 class _torch_empty_like(Protocol):
-    def __call__(
-        self,
-        input: Tensor,
-        *,
-        memory_format: memory_format | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, input: Tensor, *, memory_format: memory_format | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_empty_like(
-    orig: _torch_empty_like, r: Redirect, slot: int
-) -> _torch_empty_like: ...
+def torch_empty_like(orig: _torch_empty_like, r: Redirect, slot: int) -> _torch_empty_like: ...
 
 
 class _torch_empty_permuted(Protocol):
-    def __call__(
-        self,
-        size: Sequence[_int | SymInt],
-        physical_layout: _size,
-        *,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, size: Sequence[_int | SymInt], physical_layout: _size, *, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_empty_permuted(
-    orig: _torch_empty_permuted, r: Redirect, slot: int
-) -> _torch_empty_permuted: ...
+def torch_empty_permuted(orig: _torch_empty_permuted, r: Redirect, slot: int) -> _torch_empty_permuted: ...
 
 
 class _torch_empty_quantized(Protocol):
-    def __call__(
-        self,
-        size: _size,
-        qtensor: Tensor,
-        *,
-        memory_format: memory_format | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, size: _size, qtensor: Tensor, *, memory_format: memory_format | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_empty_quantized(
-    orig: _torch_empty_quantized, r: Redirect, slot: int
-) -> _torch_empty_quantized: ...
+def torch_empty_quantized(orig: _torch_empty_quantized, r: Redirect, slot: int) -> _torch_empty_quantized: ...
 
 
 class _torch_empty_strided(Protocol):
-    def __call__(
-        self,
-        size: Sequence[_int | SymInt],
-        stride: Sequence[_int | SymInt],
-        *,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, size: Sequence[_int | SymInt], stride: Sequence[_int | SymInt], *, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_empty_strided(
-    orig: _torch_empty_strided, r: Redirect, slot: int
-) -> _torch_empty_strided: ...
+def torch_empty_strided(orig: _torch_empty_strided, r: Redirect, slot: int) -> _torch_empty_strided: ...
 
 
 class _torch_eye(Protocol):
     @overload
-    def __call__(
-        self,
-        n: _int | SymInt,
-        *,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, n: _int | SymInt, *, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        n: _int | SymInt,
-        m: _int | SymInt,
-        *,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, n: _int | SymInt, m: _int | SymInt, *, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_eye(
-    orig: _torch_eye, r: Redirect, slot: int
-) -> _torch_eye: ...
+def torch_eye(orig: _torch_eye, r: Redirect, slot: int) -> _torch_eye: ...
 
 
 class _torch_from_dlpack(Protocol):
-    def __call__(
-        self,
-        ext_tensor: Any,
-        *,
-        device: torch.device | str | int | None = None,
-        copy: bool | None = None,
-    ) -> torch.Tensor: ...
+    def __call__(self, ext_tensor: Any, *, device: torch.device | str | int | None = None, copy: bool | None = None) -> torch.Tensor: ...
 
 
-def torch_from_dlpack(
-    orig: _torch_from_dlpack, r: Redirect, slot: int
-) -> _torch_from_dlpack: ...
+def torch_from_dlpack(orig: _torch_from_dlpack, r: Redirect, slot: int) -> _torch_from_dlpack: ...
 
 
 class _torch_from_file(Protocol):
-    def __call__(
-        self,
-        filename: str,
-        shared: _bool | None = None,
-        size: _int | None = 0,
-        *,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, filename: str, shared: _bool | None = None, size: _int | None = 0, *, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_from_file(
-    orig: _torch_from_file, r: Redirect, slot: int
-) -> _torch_from_file: ...
+def torch_from_file(orig: _torch_from_file, r: Redirect, slot: int) -> _torch_from_file: ...
 
 
 class _torch_full(Protocol):
     @overload
-    def __call__(
-        self,
-        size: _size,
-        fill_value: Number | _complex,
-        *,
-        out: Tensor | None = None,
-        layout: _layout = ...,
-        dtype: _dtype | None = None,
-        device: DeviceLikeType | None = None,
-        requires_grad: _bool = False,
-        pin_memory: _bool = False,
-    ) -> Tensor: ...
+    def __call__(self, size: _size, fill_value: Number | _complex, *, out: Tensor | None = None, layout: _layout = ..., dtype: _dtype | None = None, device: DeviceLikeType | None = None, requires_grad: _bool = False, pin_memory: _bool = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        size: _size,
-        fill_value: Number | _complex,
-        *,
-        names: list[str | None],
-        layout: _layout = ...,
-        dtype: _dtype | None = None,
-        device: DeviceLikeType | None = None,
-        requires_grad: _bool = False,
-        pin_memory: _bool = False,
-    ) -> Tensor: ...
+    def __call__(self, size: _size, fill_value: Number | _complex, *, names: list[str | None], layout: _layout = ..., dtype: _dtype | None = None, device: DeviceLikeType | None = None, requires_grad: _bool = False, pin_memory: _bool = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        size: Sequence[_int | SymInt],
-        fill_value: Number | _complex,
-        *,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, size: Sequence[_int | SymInt], fill_value: Number | _complex, *, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_full(
-    orig: _torch_full, r: Redirect, slot: int
-) -> _torch_full: ...
+def torch_full(orig: _torch_full, r: Redirect, slot: int) -> _torch_full: ...
 
 
 class _torch_full_like(Protocol):
-    def __call__(
-        self,
-        input: Tensor,
-        fill_value: Number | _complex,
-        *,
-        memory_format: memory_format | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, input: Tensor, fill_value: Number | _complex, *, memory_format: memory_format | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_full_like(
-    orig: _torch_full_like, r: Redirect, slot: int
-) -> _torch_full_like: ...
+def torch_full_like(orig: _torch_full_like, r: Redirect, slot: int) -> _torch_full_like: ...
 
 
 class _torch_get_autocast_dtype(Protocol):
-    def __call__(
-        self,
-        device_type: str,
-    ) -> _dtype: ...
+    def __call__(self, device_type: str) -> _dtype: ...
 
 
-def torch_get_autocast_dtype(
-    orig: _torch_get_autocast_dtype, r: Redirect, slot: int
-) -> _torch_get_autocast_dtype: ...
+def torch_get_autocast_dtype(orig: _torch_get_autocast_dtype, r: Redirect, slot: int) -> _torch_get_autocast_dtype: ...
 
 
 class _torch_hamming_window(Protocol):
     @overload
-    def __call__(
-        self,
-        window_length: _int,
-        *,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, window_length: _int, *, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        window_length: _int,
-        periodic: _bool,
-        *,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, window_length: _int, periodic: _bool, *, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        window_length: _int,
-        periodic: _bool,
-        alpha: _float,
-        *,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, window_length: _int, periodic: _bool, alpha: _float, *, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        window_length: _int,
-        periodic: _bool,
-        alpha: _float,
-        beta: _float,
-        *,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, window_length: _int, periodic: _bool, alpha: _float, beta: _float, *, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_hamming_window(
-    orig: _torch_hamming_window, r: Redirect, slot: int
-) -> _torch_hamming_window: ...
+def torch_hamming_window(orig: _torch_hamming_window, r: Redirect, slot: int) -> _torch_hamming_window: ...
 
 
 class _torch_hann_window(Protocol):
     @overload
-    def __call__(
-        self,
-        window_length: _int,
-        *,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, window_length: _int, *, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        window_length: _int,
-        periodic: _bool,
-        *,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, window_length: _int, periodic: _bool, *, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_hann_window(
-    orig: _torch_hann_window, r: Redirect, slot: int
-) -> _torch_hann_window: ...
+def torch_hann_window(orig: _torch_hann_window, r: Redirect, slot: int) -> _torch_hann_window: ...
 
 
 class _torch_is_autocast_enabled(Protocol):
     @overload
-    def __call__(
-        self,
-        device_type: str,
-    ) -> _bool: ...
+    def __call__(self, device_type: str) -> _bool: ...
     @overload
-    def __call__(
-        self,
-    ) -> _bool: ...
+    def __call__(self) -> _bool: ...
 
 
-def torch_is_autocast_enabled(
-    orig: _torch_is_autocast_enabled, r: Redirect, slot: int
-) -> _torch_is_autocast_enabled: ...
+def torch_is_autocast_enabled(orig: _torch_is_autocast_enabled, r: Redirect, slot: int) -> _torch_is_autocast_enabled: ...
 
 
 class _torch_kaiser_window(Protocol):
     @overload
-    def __call__(
-        self,
-        window_length: _int,
-        *,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, window_length: _int, *, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        window_length: _int,
-        periodic: _bool,
-        *,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, window_length: _int, periodic: _bool, *, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        window_length: _int,
-        periodic: _bool,
-        beta: _float,
-        *,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, window_length: _int, periodic: _bool, beta: _float, *, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_kaiser_window(
-    orig: _torch_kaiser_window, r: Redirect, slot: int
-) -> _torch_kaiser_window: ...
+def torch_kaiser_window(orig: _torch_kaiser_window, r: Redirect, slot: int) -> _torch_kaiser_window: ...
 
 
 class _torch_linspace(Protocol):
     @overload
-    def __call__(
-        self,
-        start: Number,
-        end: Number,
-        steps: _int | None = None,
-        *,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        device: DeviceLikeType | None = None,
-        requires_grad: _bool = False,
-        pin_memory: _bool = False,
-    ) -> Tensor: ...
+    def __call__(self, start: Number, end: Number, steps: _int | None = None, *, out: Tensor | None = None, dtype: _dtype | None = None, device: DeviceLikeType | None = None, requires_grad: _bool = False, pin_memory: _bool = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        start: Tensor,
-        end: Tensor,
-        steps: _int,
-        *,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, start: Tensor, end: Tensor, steps: _int, *, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        start: Number | _complex,
-        end: Tensor,
-        steps: _int,
-        *,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, start: Number | _complex, end: Tensor, steps: _int, *, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        start: Tensor,
-        end: Number | _complex,
-        steps: _int,
-        *,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, start: Tensor, end: Number | _complex, steps: _int, *, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        start: Number | _complex,
-        end: Number | _complex,
-        steps: _int,
-        *,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, start: Number | _complex, end: Number | _complex, steps: _int, *, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_linspace(
-    orig: _torch_linspace, r: Redirect, slot: int
-) -> _torch_linspace: ...
+def torch_linspace(orig: _torch_linspace, r: Redirect, slot: int) -> _torch_linspace: ...
 
 
 class _torch_logspace(Protocol):
     @overload
-    def __call__(
-        self,
-        start: Number,
-        end: Number,
-        steps: _int | None = None,
-        base: _float = 10.0,
-        *,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        device: DeviceLikeType | None = None,
-        requires_grad: _bool = False,
-        pin_memory: _bool = False,
-    ) -> Tensor: ...
+    def __call__(self, start: Number, end: Number, steps: _int | None = None, base: _float = 10.0, *, out: Tensor | None = None, dtype: _dtype | None = None, device: DeviceLikeType | None = None, requires_grad: _bool = False, pin_memory: _bool = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        start: Tensor,
-        end: Tensor,
-        steps: _int,
-        base: _float = 10.0,
-        *,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, start: Tensor, end: Tensor, steps: _int, base: _float = 10.0, *, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        start: Number | _complex,
-        end: Tensor,
-        steps: _int,
-        base: _float = 10.0,
-        *,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, start: Number | _complex, end: Tensor, steps: _int, base: _float = 10.0, *, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        start: Tensor,
-        end: Number | _complex,
-        steps: _int,
-        base: _float = 10.0,
-        *,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, start: Tensor, end: Number | _complex, steps: _int, base: _float = 10.0, *, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        start: Number | _complex,
-        end: Number | _complex,
-        steps: _int,
-        base: _float = 10.0,
-        *,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, start: Number | _complex, end: Number | _complex, steps: _int, base: _float = 10.0, *, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_logspace(
-    orig: _torch_logspace, r: Redirect, slot: int
-) -> _torch_logspace: ...
+def torch_logspace(orig: _torch_logspace, r: Redirect, slot: int) -> _torch_logspace: ...
 
 
 class _torch_normal(Protocol):
     @overload
-    def __call__(
-        self,
-        mean: Tensor,
-        std: Tensor,
-        *,
-        generator: Generator | None = None,
-        out: Tensor | None = None,
-    ) -> Tensor: ...
+    def __call__(self, mean: Tensor, std: Tensor, *, generator: Generator | None = None, out: Tensor | None = None) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        mean: Tensor,
-        std: _float = 1,
-        *,
-        generator: Generator | None = None,
-        out: Tensor | None = None,
-    ) -> Tensor: ...
+    def __call__(self, mean: Tensor, std: _float = 1, *, generator: Generator | None = None, out: Tensor | None = None) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        mean: _float,
-        std: Tensor,
-        *,
-        generator: Generator | None = None,
-        out: Tensor | None = None,
-    ) -> Tensor: ...
+    def __call__(self, mean: _float, std: Tensor, *, generator: Generator | None = None, out: Tensor | None = None) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        mean: _float,
-        std: _float,
-        size: Sequence[_int | SymInt],
-        *,
-        generator: Generator | None = None,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, mean: _float, std: _float, size: Sequence[_int | SymInt], *, generator: Generator | None = None, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_normal(
-    orig: _torch_normal, r: Redirect, slot: int
-) -> _torch_normal: ...
+def torch_normal(orig: _torch_normal, r: Redirect, slot: int) -> _torch_normal: ...
 
 
 class _torch_ones(Protocol):
     @overload
-    def __call__(
-        self,
-        size: Sequence[_int | SymInt],
-        *,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, size: Sequence[_int | SymInt], *, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        *size: _int | SymInt,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, *size: _int | SymInt, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_ones(
-    orig: _torch_ones, r: Redirect, slot: int
-) -> _torch_ones: ...
+def torch_ones(orig: _torch_ones, r: Redirect, slot: int) -> _torch_ones: ...
 
 
 class _torch_ones_like(Protocol):
-    def __call__(
-        self,
-        input: Tensor,
-        *,
-        memory_format: memory_format | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, input: Tensor, *, memory_format: memory_format | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_ones_like(
-    orig: _torch_ones_like, r: Redirect, slot: int
-) -> _torch_ones_like: ...
+def torch_ones_like(orig: _torch_ones_like, r: Redirect, slot: int) -> _torch_ones_like: ...
 
 
 class _torch_rand(Protocol):
     @overload
-    def __call__(
-        self,
-        size: Sequence[_int | SymInt],
-        *,
-        generator: Generator | None,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, size: Sequence[_int | SymInt], *, generator: Generator | None, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        *size: _int | SymInt,
-        generator: Generator | None,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, *size: _int | SymInt, generator: Generator | None, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        size: Sequence[_int | SymInt],
-        *,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, size: Sequence[_int | SymInt], *, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        *size: _int | SymInt,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, *size: _int | SymInt, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_rand(
-    orig: _torch_rand, r: Redirect, slot: int
-) -> _torch_rand: ...
+def torch_rand(orig: _torch_rand, r: Redirect, slot: int) -> _torch_rand: ...
 
 
 class _torch_rand_like(Protocol):
     @overload
-    def __call__(
-        self,
-        input: Tensor,
-        *,
-        generator: Generator | None,
-        memory_format: memory_format | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, input: Tensor, *, generator: Generator | None, memory_format: memory_format | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        input: Tensor,
-        *,
-        memory_format: memory_format | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, input: Tensor, *, memory_format: memory_format | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_rand_like(
-    orig: _torch_rand_like, r: Redirect, slot: int
-) -> _torch_rand_like: ...
+def torch_rand_like(orig: _torch_rand_like, r: Redirect, slot: int) -> _torch_rand_like: ...
 
 
 class _torch_randint(Protocol):
     @overload
-    def __call__(
-        self,
-        low: _int,
-        high: _int,
-        size: _size,
-        *,
-        generator: Generator | None = None,
-        dtype: _dtype | None = None,
-        device: DeviceLikeType | None = None,
-        requires_grad: _bool = False,
-        pin_memory: _bool = False,
-    ) -> Tensor: ...
+    def __call__(self, low: _int, high: _int, size: _size, *, generator: Generator | None = None, dtype: _dtype | None = None, device: DeviceLikeType | None = None, requires_grad: _bool = False, pin_memory: _bool = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        high: _int,
-        size: _size,
-        *,
-        generator: Generator | None = None,
-        dtype: _dtype | None = None,
-        device: DeviceLikeType | None = None,
-        requires_grad: _bool = False,
-        pin_memory: _bool = False,
-    ) -> Tensor: ...
+    def __call__(self, high: _int, size: _size, *, generator: Generator | None = None, dtype: _dtype | None = None, device: DeviceLikeType | None = None, requires_grad: _bool = False, pin_memory: _bool = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        high: _int | SymInt,
-        size: Sequence[_int | SymInt],
-        *,
-        generator: Generator | None,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, high: _int | SymInt, size: Sequence[_int | SymInt], *, generator: Generator | None, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        high: _int | SymInt,
-        size: Sequence[_int | SymInt],
-        *,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, high: _int | SymInt, size: Sequence[_int | SymInt], *, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        low: _int | SymInt,
-        high: _int | SymInt,
-        size: Sequence[_int | SymInt],
-        *,
-        generator: Generator | None,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, low: _int | SymInt, high: _int | SymInt, size: Sequence[_int | SymInt], *, generator: Generator | None, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        low: _int | SymInt,
-        high: _int | SymInt,
-        size: Sequence[_int | SymInt],
-        *,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, low: _int | SymInt, high: _int | SymInt, size: Sequence[_int | SymInt], *, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_randint(
-    orig: _torch_randint, r: Redirect, slot: int
-) -> _torch_randint: ...
+def torch_randint(orig: _torch_randint, r: Redirect, slot: int) -> _torch_randint: ...
 
 
 class _torch_randint_like(Protocol):
     @overload
-    def __call__(
-        self,
-        input: Tensor,
-        low: _int | SymInt,
-        high: _int | SymInt,
-        *,
-        generator: Generator | None,
-        memory_format: memory_format | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, input: Tensor, low: _int | SymInt, high: _int | SymInt, *, generator: Generator | None, memory_format: memory_format | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        input: Tensor,
-        low: _int | SymInt,
-        high: _int | SymInt,
-        *,
-        memory_format: memory_format | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, input: Tensor, low: _int | SymInt, high: _int | SymInt, *, memory_format: memory_format | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        input: Tensor,
-        high: Tensor,
-        *,
-        generator: Generator | None,
-        memory_format: memory_format | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, input: Tensor, high: Tensor, *, generator: Generator | None, memory_format: memory_format | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        input: Tensor,
-        high: Tensor,
-        *,
-        memory_format: memory_format | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, input: Tensor, high: Tensor, *, memory_format: memory_format | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        input: Tensor,
-        high: _int | SymInt,
-        *,
-        generator: Generator | None,
-        memory_format: memory_format | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, input: Tensor, high: _int | SymInt, *, generator: Generator | None, memory_format: memory_format | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        input: Tensor,
-        high: _int | SymInt,
-        *,
-        memory_format: memory_format | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, input: Tensor, high: _int | SymInt, *, memory_format: memory_format | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_randint_like(
-    orig: _torch_randint_like, r: Redirect, slot: int
-) -> _torch_randint_like: ...
+def torch_randint_like(orig: _torch_randint_like, r: Redirect, slot: int) -> _torch_randint_like: ...
 
 
 class _torch_randn(Protocol):
     @overload
-    def __call__(
-        self,
-        size: Sequence[_int | SymInt],
-        *,
-        generator: Generator | None,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, size: Sequence[_int | SymInt], *, generator: Generator | None, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        *size: _int | SymInt,
-        generator: Generator | None,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, *size: _int | SymInt, generator: Generator | None, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        size: Sequence[_int | SymInt],
-        *,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, size: Sequence[_int | SymInt], *, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        *size: _int | SymInt,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, *size: _int | SymInt, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_randn(
-    orig: _torch_randn, r: Redirect, slot: int
-) -> _torch_randn: ...
+def torch_randn(orig: _torch_randn, r: Redirect, slot: int) -> _torch_randn: ...
 
 
 class _torch_randn_like(Protocol):
     @overload
-    def __call__(
-        self,
-        input: Tensor,
-        *,
-        generator: Generator | None,
-        memory_format: memory_format | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, input: Tensor, *, generator: Generator | None, memory_format: memory_format | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        input: Tensor,
-        *,
-        memory_format: memory_format | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, input: Tensor, *, memory_format: memory_format | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_randn_like(
-    orig: _torch_randn_like, r: Redirect, slot: int
-) -> _torch_randn_like: ...
+def torch_randn_like(orig: _torch_randn_like, r: Redirect, slot: int) -> _torch_randn_like: ...
 
 
 class _torch_randperm(Protocol):
     @overload
-    def __call__(
-        self,
-        n: _int | SymInt,
-        *,
-        generator: Generator | None,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, n: _int | SymInt, *, generator: Generator | None, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        n: _int | SymInt,
-        *,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, n: _int | SymInt, *, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_randperm(
-    orig: _torch_randperm, r: Redirect, slot: int
-) -> _torch_randperm: ...
+def torch_randperm(orig: _torch_randperm, r: Redirect, slot: int) -> _torch_randperm: ...
 
 
 class _torch_range(Protocol):
-    def __call__(
-        self,
-        start: Number,
-        end: Number,
-        step: Number = 1,
-        *,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        device: DeviceLikeType | None = None,
-        requires_grad: _bool = False,
-        pin_memory: _bool = False,
-    ) -> Tensor: ...
+    def __call__(self, start: Number, end: Number, step: Number = 1, *, out: Tensor | None = None, dtype: _dtype | None = None, device: DeviceLikeType | None = None, requires_grad: _bool = False, pin_memory: _bool = False) -> Tensor: ...
 
 
-def torch_range(
-    orig: _torch_range, r: Redirect, slot: int
-) -> _torch_range: ...
+def torch_range(orig: _torch_range, r: Redirect, slot: int) -> _torch_range: ...
 
 
 class _torch_scalar_tensor(Protocol):
-    def __call__(
-        self,
-        s: Number | _complex,
-        *,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, s: Number | _complex, *, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_scalar_tensor(
-    orig: _torch_scalar_tensor, r: Redirect, slot: int
-) -> _torch_scalar_tensor: ...
+def torch_scalar_tensor(orig: _torch_scalar_tensor, r: Redirect, slot: int) -> _torch_scalar_tensor: ...
 
 
 class _torch_set_autocast_dtype(Protocol):
-    def __call__(
-        self,
-        device_type: str,
-        dtype: _dtype,
-    ) -> None: ...
+    def __call__(self, device_type: str, dtype: _dtype) -> None: ...
 
 
-def torch_set_autocast_dtype(
-    orig: _torch_set_autocast_dtype, r: Redirect, slot: int
-) -> _torch_set_autocast_dtype: ...
+def torch_set_autocast_dtype(orig: _torch_set_autocast_dtype, r: Redirect, slot: int) -> _torch_set_autocast_dtype: ...
 
 
 class _torch_set_autocast_enabled(Protocol):
     @overload
-    def __call__(
-        self,
-        device_type: str,
-        enabled: _bool,
-    ) -> None: ...
+    def __call__(self, device_type: str, enabled: _bool) -> None: ...
     @overload
-    def __call__(
-        self,
-        enabled: _bool,
-    ) -> None: ...
+    def __call__(self, enabled: _bool) -> None: ...
 
 
-def torch_set_autocast_enabled(
-    orig: _torch_set_autocast_enabled, r: Redirect, slot: int
-) -> _torch_set_autocast_enabled: ...
+def torch_set_autocast_enabled(orig: _torch_set_autocast_enabled, r: Redirect, slot: int) -> _torch_set_autocast_enabled: ...
 
 
 class _torch_sparse_bsc_tensor(Protocol):
-    def __call__(
-        self,
-        ccol_indices: Tensor | list,
-        row_indices: Tensor | list,
-        values: Tensor | list,
-        size: _size | None = None,
-        *,
-        dtype: _dtype | None = None,
-        device: DeviceLikeType | None = None,
-        requires_grad: _bool = False,
-        check_invariants: _bool | None = None,
-    ) -> Tensor: ...
+    def __call__(self, ccol_indices: Tensor | list, row_indices: Tensor | list, values: Tensor | list, size: _size | None = None, *, dtype: _dtype | None = None, device: DeviceLikeType | None = None, requires_grad: _bool = False, check_invariants: _bool | None = None) -> Tensor: ...
 
 
-def torch_sparse_bsc_tensor(
-    orig: _torch_sparse_bsc_tensor, r: Redirect, slot: int
-) -> _torch_sparse_bsc_tensor: ...
+def torch_sparse_bsc_tensor(orig: _torch_sparse_bsc_tensor, r: Redirect, slot: int) -> _torch_sparse_bsc_tensor: ...
 
 
 class _torch_sparse_bsr_tensor(Protocol):
-    def __call__(
-        self,
-        crow_indices: Tensor | list,
-        col_indices: Tensor | list,
-        values: Tensor | list,
-        size: _size | None = None,
-        *,
-        dtype: _dtype | None = None,
-        device: DeviceLikeType | None = None,
-        requires_grad: _bool = False,
-        check_invariants: _bool | None = None,
-    ) -> Tensor: ...
+    def __call__(self, crow_indices: Tensor | list, col_indices: Tensor | list, values: Tensor | list, size: _size | None = None, *, dtype: _dtype | None = None, device: DeviceLikeType | None = None, requires_grad: _bool = False, check_invariants: _bool | None = None) -> Tensor: ...
 
 
-def torch_sparse_bsr_tensor(
-    orig: _torch_sparse_bsr_tensor, r: Redirect, slot: int
-) -> _torch_sparse_bsr_tensor: ...
+def torch_sparse_bsr_tensor(orig: _torch_sparse_bsr_tensor, r: Redirect, slot: int) -> _torch_sparse_bsr_tensor: ...
 
 
 class _torch_sparse_compressed_tensor(Protocol):
-    def __call__(
-        self,
-        compressed_indices: Tensor | list,
-        plain_indices: Tensor | list,
-        values: Tensor | list,
-        size: _size | None = None,
-        *,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        requires_grad: _bool = False,
-        check_invariants: _bool | None = None,
-    ) -> Tensor: ...
+    def __call__(self, compressed_indices: Tensor | list, plain_indices: Tensor | list, values: Tensor | list, size: _size | None = None, *, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, requires_grad: _bool = False, check_invariants: _bool | None = None) -> Tensor: ...
 
 
-def torch_sparse_compressed_tensor(
-    orig: _torch_sparse_compressed_tensor, r: Redirect, slot: int
-) -> _torch_sparse_compressed_tensor: ...
+def torch_sparse_compressed_tensor(orig: _torch_sparse_compressed_tensor, r: Redirect, slot: int) -> _torch_sparse_compressed_tensor: ...
 
 
 class _torch_sparse_coo_tensor(Protocol):
-    def __call__(
-        self,
-        indices: Tensor,
-        values: Tensor | list,
-        size: _size | None = None,
-        *,
-        dtype: _dtype | None = None,
-        device: DeviceLikeType | None = None,
-        requires_grad: _bool = False,
-        check_invariants: _bool | None = None,
-        is_coalesced: _bool | None = None,
-    ) -> Tensor: ...
+    def __call__(self, indices: Tensor, values: Tensor | list, size: _size | None = None, *, dtype: _dtype | None = None, device: DeviceLikeType | None = None, requires_grad: _bool = False, check_invariants: _bool | None = None, is_coalesced: _bool | None = None) -> Tensor: ...
 
 
-def torch_sparse_coo_tensor(
-    orig: _torch_sparse_coo_tensor, r: Redirect, slot: int
-) -> _torch_sparse_coo_tensor: ...
+def torch_sparse_coo_tensor(orig: _torch_sparse_coo_tensor, r: Redirect, slot: int) -> _torch_sparse_coo_tensor: ...
 
 
 class _torch_sparse_csc_tensor(Protocol):
-    def __call__(
-        self,
-        ccol_indices: Tensor | list,
-        row_indices: Tensor | list,
-        values: Tensor | list,
-        size: _size | None = None,
-        *,
-        dtype: _dtype | None = None,
-        device: DeviceLikeType | None = None,
-        requires_grad: _bool = False,
-        check_invariants: _bool | None = None,
-    ) -> Tensor: ...
+    def __call__(self, ccol_indices: Tensor | list, row_indices: Tensor | list, values: Tensor | list, size: _size | None = None, *, dtype: _dtype | None = None, device: DeviceLikeType | None = None, requires_grad: _bool = False, check_invariants: _bool | None = None) -> Tensor: ...
 
 
-def torch_sparse_csc_tensor(
-    orig: _torch_sparse_csc_tensor, r: Redirect, slot: int
-) -> _torch_sparse_csc_tensor: ...
+def torch_sparse_csc_tensor(orig: _torch_sparse_csc_tensor, r: Redirect, slot: int) -> _torch_sparse_csc_tensor: ...
 
 
 class _torch_sparse_csr_tensor(Protocol):
-    def __call__(
-        self,
-        crow_indices: Tensor | list,
-        col_indices: Tensor | list,
-        values: Tensor | list,
-        size: _size | None = None,
-        *,
-        dtype: _dtype | None = None,
-        device: DeviceLikeType | None = None,
-        requires_grad: _bool = False,
-        check_invariants: _bool | None = None,
-    ) -> Tensor: ...
+    def __call__(self, crow_indices: Tensor | list, col_indices: Tensor | list, values: Tensor | list, size: _size | None = None, *, dtype: _dtype | None = None, device: DeviceLikeType | None = None, requires_grad: _bool = False, check_invariants: _bool | None = None) -> Tensor: ...
 
 
-def torch_sparse_csr_tensor(
-    orig: _torch_sparse_csr_tensor, r: Redirect, slot: int
-) -> _torch_sparse_csr_tensor: ...
+def torch_sparse_csr_tensor(orig: _torch_sparse_csr_tensor, r: Redirect, slot: int) -> _torch_sparse_csr_tensor: ...
 
 
 class _torch_tensor(Protocol):
-    def __call__(
-        self,
-        data: Any,
-        dtype: _dtype | None = None,
-        device: DeviceLikeType | None = None,
-        requires_grad: _bool = False,
-        pin_memory: _bool = False,
-    ) -> Tensor: ...
+    def __call__(self, data: Any, dtype: _dtype | None = None, device: DeviceLikeType | None = None, requires_grad: _bool = False, pin_memory: _bool = False) -> Tensor: ...
 
 
-def torch_tensor(
-    orig: _torch_tensor, r: Redirect, slot: int
-) -> _torch_tensor: ...
+def torch_tensor(orig: _torch_tensor, r: Redirect, slot: int) -> _torch_tensor: ...
 
 
 class _torch_tril_indices(Protocol):
-    def __call__(
-        self,
-        row: _int,
-        col: _int,
-        offset: _int = 0,
-        *,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, row: _int, col: _int, offset: _int = 0, *, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_tril_indices(
-    orig: _torch_tril_indices, r: Redirect, slot: int
-) -> _torch_tril_indices: ...
+def torch_tril_indices(orig: _torch_tril_indices, r: Redirect, slot: int) -> _torch_tril_indices: ...
 
 
 class _torch_triu_indices(Protocol):
-    def __call__(
-        self,
-        row: _int,
-        col: _int,
-        offset: _int = 0,
-        *,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, row: _int, col: _int, offset: _int = 0, *, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_triu_indices(
-    orig: _torch_triu_indices, r: Redirect, slot: int
-) -> _torch_triu_indices: ...
+def torch_triu_indices(orig: _torch_triu_indices, r: Redirect, slot: int) -> _torch_triu_indices: ...
 
 
 class _torch_zeros(Protocol):
     @overload
-    def __call__(
-        self,
-        size: Sequence[_int | SymInt],
-        *,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, size: Sequence[_int | SymInt], *, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
     @overload
-    def __call__(
-        self,
-        *size: _int | SymInt,
-        out: Tensor | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, *size: _int | SymInt, out: Tensor | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_zeros(
-    orig: _torch_zeros, r: Redirect, slot: int
-) -> _torch_zeros: ...
+def torch_zeros(orig: _torch_zeros, r: Redirect, slot: int) -> _torch_zeros: ...
 
 
 class _torch_zeros_like(Protocol):
-    def __call__(
-        self,
-        input: Tensor,
-        *,
-        memory_format: memory_format | None = None,
-        dtype: _dtype | None = None,
-        layout: _layout | None = None,
-        device: DeviceLikeType | None = None,
-        pin_memory: _bool | None = False,
-        requires_grad: _bool | None = False,
-    ) -> Tensor: ...
+    def __call__(self, input: Tensor, *, memory_format: memory_format | None = None, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
 
 
-def torch_zeros_like(
-    orig: _torch_zeros_like, r: Redirect, slot: int
-) -> _torch_zeros_like: ...
+def torch_zeros_like(orig: _torch_zeros_like, r: Redirect, slot: int) -> _torch_zeros_like: ...
 
 WRAPPERS: tuple[tuple[str, tuple[str, ...], str, str, Callable[[Any, Redirect, int], Any]], ...]

@@ -1,4 +1,4 @@
-"""The catalog model and its loader: the real catalog loads, bad overlays fail naming file, line and entry."""
+"""The catalog loader: the real catalog loads; every kind of bad data fails naming file, line and entry."""
 
 from __future__ import annotations
 
@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from codegen.load import load
-from codegen.model import POLICIES, parse_signature
+from codegen.plan import PlanError, plan
 from codegen.schema import CatalogError
+from codegen.signatures import P, parse, render
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -23,23 +24,35 @@ entries:
 - name: torch.zeros
   kind: builtin
   module: torch
-  category: factory
   signatures:
   - "(*size: int, out: Tensor | None = None, device: Device = None) -> Tensor"
   device_params: [device]
   aten: [zeros]
   kernels: {cpu: native, cuda: native, mps: native}
-  policy: translate-device
 - name: torch.add
   kind: builtin
   module: torch
-  category: pointwise
   signatures: []
   device_params: []
   aten: [add]
   kernels: {cpu: native, cuda: native, mps: native}
-  policy: passthrough
+- name: torch.cuda.synchronize
+  kind: function
+  module: torch.cuda
+  signatures: []
+  device_params: []
+  aten: []
+  kernels: {cpu: none, cuda: none, mps: none}
+- name: torch.nn.Linear
+  kind: class
+  module: torch.nn
+  signatures:
+  - "(in_features: int, out_features: int, bias: bool = True, device=None, dtype=None)"
+  device_params: [device]
+  aten: []
+  kernels: {cpu: none, cuda: none, mps: none}
 """
+CUDA = "torch.cuda.synchronize: {does: synchronize}\n"
 
 
 @pytest.fixture(scope="module")
@@ -47,89 +60,102 @@ def catalog():
     return load()
 
 
-def make_catalog(tmp_path: Path, **overlays: str) -> Path:
+def make_catalog(tmp_path: Path, scanned: str = SCANNED, status: str | None = None, **overlays: str) -> Path:
     (tmp_path / "scanned").mkdir()
-    (tmp_path / "scanned" / "torch.yaml").write_text(SCANNED)
+    (tmp_path / "scanned" / "torch.yaml").write_text(scanned)
     (tmp_path / "overlays").mkdir()
+    overlays.setdefault("cuda", CUDA)
     for stem, text in overlays.items():
         (tmp_path / "overlays" / f"{stem}.yaml").write_text(textwrap.dedent(text))
+    if status is not None:
+        (tmp_path / "status.yaml").write_text(status)
     return tmp_path
 
 
-def load_error(tmp_path: Path, **overlays: str) -> str:
+def load_error(tmp_path: Path, **files: str) -> str:
     with pytest.raises(CatalogError) as info:
-        load(make_catalog(tmp_path, **overlays))
+        load(make_catalog(tmp_path, **files))
     return str(info.value)
 
 
-def test_real_catalog_loads_with_overlays(catalog):
+def test_real_catalog_loads_and_plans(catalog):
     assert len(catalog.entries) >= 4269
     assert len({e.name for e in catalog.entries}) == len(catalog.entries)
-    assert all(e.policy in POLICIES for e in catalog.entries)
-    assert catalog.mlx_entries, "the MLX overlay attached no mapping"
+    planned = plan(catalog)
+    assert set(planned.policies.by_name) == {e.name for e in catalog.entries}
+    assert {p.route for p in planned.policies.by_name.values()} >= {"wrap", "hand", "flows", "emulate", "passthrough"}
 
 
-def test_small_catalog_applies_overlay(tmp_path):
-    catalog = load(make_catalog(tmp_path, mlx="torch.add:\n  mlx: mlx.core.add\n  args: {input: a, other: b}\n"))
-    assert catalog["torch.add"].mlx.mlx == "mlx.core.add"
-    assert catalog["torch.add"].mlx.args == {"input": "a", "other": "b"}
-    assert catalog["torch.zeros"].mlx is None
-    assert [p.name for p in catalog["torch.zeros"].overloads[0]] == ["size", "out", "device"]
+def test_small_catalog_applies_overlays(tmp_path):
+    catalog = load(make_catalog(tmp_path, devices="torch.nn.*: {route: flows, why: calls the factories}\n",
+                                status="torch.add: {resolves: pass, cpu: fail}\n"))
+    assert catalog["torch.cuda.synchronize"].cuda.does == "synchronize"
+    assert catalog["torch.add"].status.cpu == "fail"
+    assert [p.name for p in catalog["torch.zeros"].signatures[0].params] == ["size", "out", "device"]
+    policies = plan(catalog).policies
+    assert policies["torch.nn.Linear"].route == "flows" and policies["torch.zeros"].route == "wrap"
+    assert policies["torch.cuda.synchronize"].route == "emulate"
 
 
-def test_unknown_torch_name(tmp_path):
-    msg = load_error(tmp_path, mlx="torch.add:\n  mlx: mlx.core.add\ntorch.nonexistent_op:\n  mlx: mlx.core.abs\n")
-    assert "overlays/mlx.yaml:3" in msg and "torch.nonexistent_op" in msg and "unknown torch name" in msg
+def test_a_python_device_entry_without_a_route_is_an_error(tmp_path):
+    with pytest.raises(PlanError, match=r"torch\.nn\.Linear: device parameters device but no route"):
+        plan(load(make_catalog(tmp_path)))
 
 
-def test_unknown_field(tmp_path):
-    msg = load_error(tmp_path, mlx="torch.add:\n  mlx: mlx.core.add\n  argz: {input: a}\n")
-    assert "overlays/mlx.yaml:3" in msg and "torch.add" in msg and "unknown field 'argz'" in msg
+def test_a_cuda_entry_without_a_record_is_an_error(tmp_path):
+    with pytest.raises(PlanError, match=r"torch\.cuda\.synchronize: no record in catalog/overlays/cuda\.yaml"):
+        plan(load(make_catalog(tmp_path, cuda="")))
 
 
-def test_wrong_type(tmp_path):
-    msg = load_error(tmp_path, mlx="torch.add:\n  mlx: [mlx.core.add]\n")
-    assert "overlays/mlx.yaml:2" in msg and "torch.add" in msg and "field 'mlx': expected str" in msg
+@pytest.mark.parametrize(("files", "where", "says"), [
+    # hand-edited overlays
+    ({"cuda": "torch.cuda.synchronize: {does: synchronise}\n"}, "cuda.yaml:1", "not an emulation word"),
+    ({"cuda": "torch.cuda.synchronize: {policy: unsupported}\n"}, "cuda.yaml:1", "needs why"),
+    ({"cuda": "torch.cuda.synchronize: [synchronize]\n"}, "cuda.yaml:1", "expected a mapping for CudaRule"),
+    ({"cuda": "- torch.cuda.synchronize\n"}, "cuda.yaml:1", "expected a mapping from torch names"),
+    ({"cuda": CUDA + "torch.cuda.nothing: {does: noop}\n"}, "cuda.yaml:2", "unknown torch name"),
+    ({"cuda": CUDA + "torch.cuda.synchronize: {does: noop}\n"}, "cuda.yaml:2", "duplicate entry (first at line 1)"),
+    ({"devices": "torch.zeros: {route: teleport, why: x}\n"}, "devices.yaml:1", "expected one of"),
+    ({"devices": "torch.zeros: {route: hand, by: magic, why: x}\n"}, "devices.yaml:1", "not a hand-written"),
+    ({"devices": "torch.zeros: {route: wrap}\n"}, "devices.yaml:1", "route wrap needs why"),
+    ({"devices": "torch.nothing.*: {route: flows, why: x}\n"}, "devices.yaml:1", "matches no torch name"),
+    ({"devices": "torch.zeros: {sample: [1]}\n"}, "devices.yaml:1", "field 'sample': expected str"),
+    ({"devices": "torch.zeros: {route: flows, why: a, b}\n"}, "devices.yaml:1", "unknown field 'b'"),
+    ({"rewrite": "- {name: r, kind: teleport, doc: d, match: x}\n"}, "rewrite.yaml:1", "expected one of"),
+    ({"rewrite": "name: r\n"}, "rewrite.yaml:1", "expected a list of records"),
+    ({"mlx": "torch.add:\n  mlx: [mlx.core.add]\n"}, "mlx.yaml:2", "field 'mlx': expected str"),
+    ({"mlx": "torch.add:\n  mlx: [unclosed\n"}, "mlx.yaml:", "invalid YAML"),
+    # measured status
+    ({"status": "torch.add: {resolves: maybe}\n"}, "status.yaml:1", "'maybe'"),
+    ({"status": "torch.add: {speed: pass}\n"}, "status.yaml:1", "'speed'"),
+    ({"status": "torch.add: [pass]\n"}, "status.yaml:1", "expected a mapping"),
+    # scanned
+    ({"scanned": SCANNED.replace("  signatures: []\n  device_params: []\n  aten: [add]",
+                                 "  signatures: not-a-list\n  device_params: []\n  aten: [add]")},
+     "torch.yaml:15", "(entry torch.add): signatures: expected a list of strings"),
+    ({"scanned": SCANNED.replace('"(*size: int, out', '"(*size: int out')}, "torch.yaml:8", "not a signature"),
+    ({"scanned": SCANNED.replace("mps: native}\n- name: torch.add", "mps: maybe}\n- name: torch.add")},
+     "torch.yaml:11", "kernels.mps: 'maybe'"),
+    ({"scanned": SCANNED.replace("  kind: function\n", "  kind: gadget\n")}, "torch.yaml:20", "kind: 'gadget'"),
+    ({"scanned": SCANNED.replace("  aten: [zeros]\n", "")}, "torch.yaml:4", "missing: ['aten']"),
+    ({"scanned": SCANNED.replace("  kernels: {cpu: native, cuda: native, mps: native}\n- name: torch.add",
+                                 "  kernels: [native]\n- name: torch.add")}, "torch.yaml:11", "kernels: expected"),
+])
+def test_bad_data_is_reported_with_file_line_and_entry(tmp_path, files, where, says):
+    msg = load_error(tmp_path, **files)
+    assert where in msg and says in msg, msg
 
 
-def test_duplicate_entry(tmp_path):
-    msg = load_error(tmp_path, mlx="torch.add:\n  mlx: mlx.core.add\ntorch.add:\n  mlx: mlx.core.subtract\n")
-    assert "overlays/mlx.yaml:3" in msg and "duplicate entry (first at line 1)" in msg
-
-
-def test_missing_required_field(tmp_path):
-    msg = load_error(tmp_path, mlx="torch.add:\n  args: {input: a}\n")
-    assert "overlays/mlx.yaml:2" in msg and "missing required field 'mlx'" in msg
-
-
-def test_invalid_yaml(tmp_path):
-    msg = load_error(tmp_path, mlx="torch.add:\n  mlx: [unclosed\n")
-    assert "overlays/mlx.yaml:" in msg and "invalid YAML" in msg
-
-
-def test_bad_literal(tmp_path):
-    msg = load_error(tmp_path, cuda="torch.add:\n  policy: sometimes\n")
-    assert "overlays/cuda.yaml:2" in msg and "expected one of" in msg
-
-
-def test_scanned_entry_with_bad_kernel(tmp_path):
-    root = make_catalog(tmp_path)
-    path = root / "scanned" / "torch.yaml"
-    bad = path.read_text().replace("mps: native}\n  policy: passthrough", "mps: maybe}\n  policy: passthrough")
-    path.write_text(bad)
-    with pytest.raises(CatalogError, match=r"torch\.yaml \(entry torch\.add\): bad kernels"):
-        load(root)
-
-
-def test_parse_signature_kinds():
-    params = parse_signature("(a, /, b: int = 1, *args, c: str = 'x', **kw) -> None")
-    assert [(p.name, p.kind, p.default) for p in params] == [
-        ("a", "positional_only", None),
-        ("b", "positional_or_keyword", "1"),
-        ("args", "var_positional", None),
-        ("c", "keyword_only", "'x'"),
-        ("kw", "var_keyword", None),
+def test_signatures_parse_and_render_through_one_definition():
+    text = "(a, /, b: int = 1, *args, c: str = 'x', **kw) -> None"
+    signature = parse(text)
+    assert [(p.name, p.kind, p.default) for p in signature.params] == [
+        ("a", P.POSITIONAL_ONLY, None), ("b", P.POSITIONAL_OR_KEYWORD, "1"), ("args", P.VAR_POSITIONAL, None),
+        ("c", P.KEYWORD_ONLY, "'x'"), ("kw", P.VAR_KEYWORD, None),
     ]
+    assert render(signature) == str(signature) == text
+    with pytest.raises(ValueError, match="not a signature"):
+        parse("(a b)")
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -137,22 +163,23 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
 
 
-def test_stats_json_matches_catalog(catalog):
+def test_stats_json_matches_the_plan(catalog):
     result = run_cli("stats", "--json")
     assert result.returncode == 0, result.stderr
     stats = json.loads(result.stdout)
+    policies = plan(catalog).policies.by_name
     assert stats["entries"] == len(catalog.entries)
-    assert stats["mlx_mapped"] == len(catalog.mlx_entries)
+    assert stats["mlx_mapped"] == sum(e.mlx is not None for e in catalog.entries)
     assert stats["mlx_verified"] == sum(e.status.mlx == "pass" for e in catalog.entries)
-    assert sum(stats["by_policy"].values()) == stats["entries"]
+    assert stats["by_policy"]["wrap"] == sum(p.route == "wrap" for p in policies.values())
     for backend in ("cpu", "cuda", "mps"):
         assert sum(stats["kernels"][backend].values()) == stats["entries"]
-    assert {"resolved", "by_namespace", "by_kind", "by_category"} <= set(stats)
 
 
-def test_show_entry_and_unknown_name(catalog):
-    shown = run_cli("show", "torch.zeros")
+def test_show_prints_the_route_the_runtime_takes_and_why(catalog):
+    shown = run_cli("show", "torch.nn.DataParallel")
     assert shown.returncode == 0, shown.stderr
-    assert "torch.zeros" in shown.stdout and catalog["torch.zeros"].policy in shown.stdout
+    policy = plan(catalog).policies["torch.nn.DataParallel"]
+    assert f"policy         {policy.route}" in shown.stdout and policy.why in shown.stdout
     missing = run_cli("show", "torch.no_such_thing")
     assert missing.returncode == 1 and "no catalog entry 'torch.no_such_thing'" in missing.stderr

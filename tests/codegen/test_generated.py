@@ -3,22 +3,30 @@
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from codegen.load import load
-from codegen.render import GENERATED, TemplateError, render_all, stale
+from codegen.plan import plan
+from codegen.render import GENERATED, TemplateError, recover, render_all, stale, write
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def rendered():
-    catalog = load()
-    return render_all(catalog), render_all(catalog)
+def planned():
+    return plan(load())
+
+
+@pytest.fixture(scope="module")
+def rendered(planned):
+    return render_all(planned), render_all(plan(load()))
 
 
 def test_render_is_deterministic_and_committed(rendered):
@@ -37,16 +45,57 @@ def test_generated_package_has_stubs_and_marker(rendered):
     assert {p[:-1] for p in stubs} <= modules
 
 
-def test_template_error_names_template_and_entry(tmp_path, monkeypatch):
-    catalog = load()
-    (tmp_path / "broken.txt.j2").write_text("{% for e in track(catalog.entries) %}{{ e.no_such_field }}{% endfor %}\n")
+def test_template_error_names_template_and_entry(tmp_path, monkeypatch, planned):
+    (tmp_path / "broken.txt.j2").write_text("{% for w in track(plan.wrappers) %}{{ w.no_such_field }}{% endfor %}\n")
     monkeypatch.setattr("codegen.render.TEMPLATES", tmp_path)
     with pytest.raises(TemplateError) as info:
-        render_all(catalog)
+        render_all(planned)
     message = str(info.value)
     assert "codegen/templates/broken.txt.j2:1" in message
-    assert f"while rendering entry {catalog.entries[0].name}" in message
+    assert f"while rendering entry {planned.wrappers[0].name}" in message
     assert "no_such_field" in message
+
+
+def test_write_replaces_the_tree_whole_and_leaves_nothing_beside_it(tmp_path):
+    target = tmp_path / "generated"
+    assert write({"a.py": "A = 1\n", "pkg/b.py": "B = 1\n"}, target) == ["a.py", "pkg/b.py"]
+    assert write({"a.py": "A = 2\n"}, target) == ["a.py", "pkg/b.py"]  # changed, and one no longer rendered
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*")) == ["generated", "generated/a.py"]
+    assert write({"a.py": "A = 2\n"}, target) == []
+
+
+def test_an_interrupted_write_is_undone_by_the_next_run(tmp_path):
+    target = tmp_path / "generated"
+    write({"a.py": "A = 1\n"}, target)
+    # killed between its two renames: the old tree set aside, the new one complete beside it
+    target.rename(tmp_path / ".generated.old")
+    (tmp_path / ".generated.new").mkdir()
+    (tmp_path / ".generated.new" / "a.py").write_text("A = 2\n")
+    recover(target)
+    assert (target / "a.py").read_text() == "A = 1\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["generated"]
+
+
+def test_make_generate_killed_midway_leaves_generated_old_or_new(tmp_path):
+    """A real ``python -m codegen`` killed at several moments: ``generated/`` is the old tree or the new one."""
+    copy = tmp_path / "repo"
+    for folder in ("codegen", "catalog", "generated"):
+        shutil.copytree(ROOT / folder, copy / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "generated" / "torchdevice_generated" / "fallback_table.py").write_text("stale\n")
+    old, new = _tree(copy / "generated"), _tree(GENERATED)
+    for delay in (0.5, 2.0, 4.0):
+        process = subprocess.Popen([sys.executable, "-m", "codegen"], cwd=copy, stdout=subprocess.DEVNULL)
+        time.sleep(delay)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        recover(copy / "generated")
+        assert _tree(copy / "generated") in (old, new)
+        assert sorted(p.name for p in copy.iterdir()) == ["catalog", "codegen", "generated"]
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*")
+            if p.is_file() and "__pycache__" not in p.parts}
 
 
 def run(*command: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -18,10 +18,11 @@ import torch
 
 from codegen.load import load
 from codegen.overlays.mlx import Family, MlxCall, Recipe, Transform
+from codegen.plan.mlx import Shim
 from torchdevice.fallback import mlx_bridge
 
 CATALOG = load()
-ENTRIES = CATALOG.mlx_entries
+ENTRIES = [e for e in CATALOG.entries if e.mlx is not None]
 
 
 def resolve(dotted: str) -> Any:
@@ -78,7 +79,8 @@ def test_mapping_names_real_mlx_callables_and_torch_parameters(entry):
         for name in call.fixed:
             assert name in names, f"fixed {name!r}: not a parameter of {call.mlx}"
     # ... and fits the catalog's signature of the torch entry
-    shim = entry.mlx.shim(entry)  # validates: selected overload, required and defaulted parameters
+    shim = Shim(entry, entry.mlx)
+    shim.validate()  # selected overload, required and defaulted parameters
     names = {p.name for p in shim.params}
     assert entry.mlx.torch_params <= names
     if entry.kind == "method":

@@ -9,15 +9,15 @@ import torch
 from torchdevice_generated.mlx_shims import SHIMS
 
 from codegen.load import load
+from codegen.plan import plan
 from torchdevice.fallback.mlx_bridge import MlxDtypeError, MlxUnsupported
 
 
 def test_every_mapping_has_a_shim_with_the_torch_parameters():
-    catalog = load()
-    assert set(SHIMS) == {e.name for e in catalog.mlx_entries}
-    for entry in catalog.mlx_entries:
-        shim_params = list(inspect.signature(SHIMS[entry.name]).parameters)
-        assert shim_params == [p.name for p in entry.mlx.shim(entry).params], entry.name
+    shims = plan(load()).shims
+    assert set(SHIMS) == {s.name for s in shims}
+    for shim in shims:
+        assert list(inspect.signature(SHIMS[shim.name]).parameters) == [p.name for p in shim.params], shim.name
 
 
 @pytest.mark.parametrize(

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-from functools import cached_property
 from pathlib import Path
 
-from codegen.fallback_model import FallbackTable
 from codegen.load import load
-from codegen.model import Catalog
+from codegen.plan import Plan, plan
 from codegen.render import environment
 
 
@@ -17,12 +14,10 @@ def overload(name: str, signature: str, mps: str) -> str:
 - name: torch.ops.aten.{name}
   kind: op_overload
   module: torch
-  category: pointwise
   signatures: ["{signature}"]
   device_params: []
   aten: [{name}]
   kernels: {{cpu: native, cuda: native, mps: {mps}}}
-  policy: passthrough
 """
 
 
@@ -31,12 +26,10 @@ def function(name: str, op: str, signature: str) -> str:
 - name: torch.{name}
   kind: builtin
   module: torch
-  category: pointwise
   signatures: ["{signature}"]
   device_params: []
   aten: [{op}]
   kernels: {{cpu: native, cuda: native, mps: native}}
-  policy: passthrough
 """
 
 
@@ -63,25 +56,17 @@ torch.ops.aten.cumsum.out: {mps: fail}
 """
 
 
-class TabledCatalog(Catalog):
-    """The catalog as the template reads it once the model exposes the table."""
-
-    @cached_property
-    def fallback_table(self) -> FallbackTable:
-        return FallbackTable.of(self)
-
-
-def small_catalog(root: Path) -> Catalog:
+def small_plan(root: Path) -> Plan:
     (root / "scanned").mkdir(parents=True)
     (root / "overlays").mkdir()
     (root / "scanned" / "torch.yaml").write_text(SCANNED)
     (root / "overlays" / "mlx.yaml").write_text(MLX)
     (root / "status.yaml").write_text(STATUS)
-    return load(root)
+    return plan(load(root))
 
 
 def test_decisions(tmp_path):
-    table = FallbackTable.of(small_catalog(tmp_path))
+    table = small_plan(tmp_path).fallback
     assert table.missing_on_mps == ("aten::cumsum", "aten::cumsum.out")
     assert table.try_on_mps == ("aten::erfinv",)  # measured failing; cumsum.out is missing anyway
     # add.Scalar takes alpha positionally, add.out needs out=, add.int is no tensor op; erfinv's MLX mapping
@@ -90,12 +75,11 @@ def test_decisions(tmp_path):
 
 
 def test_template_renders_the_decisions(tmp_path):
-    catalog = small_catalog(tmp_path)
-    tabled = TabledCatalog(**{f.name: getattr(catalog, f.name) for f in dataclasses.fields(catalog)})
-    text = environment().get_template("torchdevice_generated/fallback_table.py.j2").render(catalog=tabled, track=iter)
+    planned = small_plan(tmp_path)
+    text = environment().get_template("torchdevice_generated/fallback_table.py.j2").render(plan=planned, track=iter)
     namespace: dict[str, object] = {}
     exec(compile(text, "fallback_table.py", "exec"), namespace)
-    table = tabled.fallback_table
+    table = planned.fallback
     assert namespace["MISSING_ON_MPS"] == frozenset(table.missing_on_mps)
     assert namespace["TRY_ON_MPS"] == frozenset(table.try_on_mps)
     assert namespace["MLX_SHIMS"] == dict(table.mlx_shims)

@@ -15,14 +15,6 @@ from torchdevice.rewrite.rule import RewriteRule
 from torchdevice.rewrite.rules import RuleSet, default
 from torchdevice.rewrite.source import rewrite_source
 
-_KINDS = {
-    "positional_only": inspect.Parameter.POSITIONAL_ONLY,
-    "positional_or_keyword": inspect.Parameter.POSITIONAL_OR_KEYWORD,
-    "var_positional": inspect.Parameter.VAR_POSITIONAL,
-    "keyword_only": inspect.Parameter.KEYWORD_ONLY,
-    "var_keyword": inspect.Parameter.VAR_KEYWORD,
-}
-
 
 @pytest.fixture(scope="module")
 def catalog():
@@ -31,11 +23,11 @@ def catalog():
 
 def _signatures(entry, skip_self: bool = False) -> list[inspect.Signature]:
     out = []
-    for params in entry.overloads:
+    for params in (s.params for s in entry.signatures):
         params = params[1:] if skip_self and params and params[0].name == "self" else params
         empty = inspect.Parameter.empty
         out.append(inspect.Signature([
-            inspect.Parameter(p.name, _KINDS[p.kind], default=empty if p.default is None else p.default) for p in params
+            inspect.Parameter(p.name, p.kind, default=empty if p.default is None else p.default) for p in params
         ]))
     return out
 

@@ -19,7 +19,7 @@ BACKENDS = ("cpu", "cuda", "mps")
 
 def configure(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
-    stats = sub.add_parser("stats", help="counts by namespace, kind, category, policy and kernel status")
+    stats = sub.add_parser("stats", help="counts by namespace, kind, policy and kernel status")
     stats.add_argument("--json", action="store_true", help="print one JSON object")
     show = sub.add_parser("show", help="print one entry")
     show.add_argument("name", help="qualified name, e.g. torch.zeros or torch.Tensor.to")
@@ -49,16 +49,15 @@ def load() -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
 
 def stats(header: dict[str, Any], entries: list[dict[str, Any]]) -> dict[str, Any]:
-    """Counts by namespace, kind, category, policy and per-backend kernel status."""
+    """Counts by namespace, kind, policy and per-backend kernel status."""
     return {
         "torch_version": header["torch_version"],
         "entries": len(entries),
         "resolved": sum(e["status"]["resolves"] == "pass" for e in entries),
-        "mlx_mapped": sum("mlx" in e for e in entries),
+        "mlx_mapped": sum(e["mlx"] is not None for e in entries),
         "mlx_verified": sum(e["status"]["mlx"] == "pass" for e in entries),
         "by_namespace": _count(_namespace(e) for e in entries),
         "by_kind": _count(e["kind"] for e in entries),
-        "by_category": _count(e["category"] for e in entries),
         "by_policy": _count(e["policy"] for e in entries),
         "kernels": {b: _count(e["kernels"][b] for e in entries) for b in BACKENDS},
     }
@@ -78,7 +77,7 @@ def format_stats(stats: dict[str, Any]) -> str:
         f"torch {stats['torch_version']}: {stats['entries']} entries, {stats['resolved']} resolved, "
         f"{stats['mlx_mapped']} mapped to MLX ({stats['mlx_verified']} verified)",
     ]
-    for key in ("by_kind", "by_policy", "by_category", "by_namespace"):
+    for key in ("by_kind", "by_policy", "by_namespace"):
         lines.append(f"\n{key.removeprefix('by_')}:")
         lines += [f"  {name:<40} {count:>6}" for name, count in stats[key].items()]
     lines.append("\nkernels:")
@@ -88,17 +87,16 @@ def format_stats(stats: dict[str, Any]) -> str:
 
 
 def format_entry(entry: dict[str, Any]) -> str:
+    by = f" (torchdevice/runtime/{entry['by']}.py)" if entry["by"] else ""
     rows = [
         ("name", entry["name"]), ("kind", entry["kind"]), ("module", entry["module"]),
-        ("category", entry["category"]), ("policy", entry["policy"]),
+        ("policy", entry["policy"]), ("why", entry["why"] + by),
         ("device params", ", ".join(entry["device_params"]) or "-"),
         ("aten", ", ".join(entry["aten"]) or "-"),
         ("kernels", "  ".join(f"{b}={s}" for b, s in entry["kernels"].items())),
         ("status", "  ".join(f"{b}={s or '-'}" for b, s in entry["status"].items())),
     ]
-    if "mlx" in entry:
-        rows.append(("mlx", f"{entry['mlx']['mlx']}  args={entry['mlx']['args']}"))
-    if "cuda" in entry:
-        rows.append(("cuda", entry["cuda"] or "-"))
+    if entry["mlx"] is not None:
+        rows.append(("mlx", f"{entry['mlx']['mlx']}  routes: {', '.join(entry['mlx']['routes']) or '-'}"))
     rows += [("signature", s) for s in entry["signatures"]]
     return "\n".join(f"{k:<14} {v}" for k, v in rows)

@@ -20,12 +20,12 @@ import contextlib
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, cast
 
+from torchdevice import atomic
 from torchdevice.fallback.errors import Reason
 
 try:
@@ -184,16 +184,7 @@ def _valid_targets(targets: Any) -> bool:
 
 
 def _write(path: Path, targets: dict[str, Any]) -> None:
-    doc = {"format": FORMAT, **versions(), "targets": targets}
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1, sort_keys=True)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    atomic.write(path, json.dumps({"format": FORMAT, **versions(), "targets": targets}, indent=1, sort_keys=True))
 
 
 @contextlib.contextmanager

@@ -12,8 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
-from codegen.model import Entry, Param
+from codegen.model import Entry
 from codegen.overlays.mlx import INPUT_CASTS, MlxCall, MlxMapping
+from codegen.plan.policies import PlanError
+from codegen.signatures import P, Param
 
 TORCH_DTYPES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "complex64")
 
@@ -22,11 +24,11 @@ Call = tuple[str, tuple[str, ...]]
 """An MLX callable's dotted name and the argument sources passed to it."""
 
 
-class ShimError(ValueError):
+class ShimError(PlanError):
     """An MLX mapping that does not fit its catalog entry; the message names the entry."""
 
     def __init__(self, entry: str, message: str):
-        super().__init__(f"catalog/overlays/mlx.yaml (entry {entry}): {message}")
+        super().__init__(entry, f"catalog/overlays/mlx.yaml: {message}")
 
 
 @dataclass(frozen=True)
@@ -50,7 +52,7 @@ class Shim:
     def params(self) -> tuple[Param, ...]:
         """The selected overload: ``mapping.overload``, else the first that has every mapped
         parameter and whose required parameters are all mapped."""
-        overloads = self.entry.overloads
+        overloads = tuple(s.params for s in self.entry.signatures)
         if not overloads:
             raise self.fail("the catalog entry has no signature")
         if self.mapping.overload is not None:
@@ -99,12 +101,12 @@ class Shim:
         parts: list[str] = []
         kinds = [p.kind for p in self.params]
         for i, p in enumerate(self.params):
-            if p.kind == "keyword_only" and "var_positional" not in kinds and "keyword_only" not in kinds[:i]:
+            if p.kind == P.KEYWORD_ONLY and P.VAR_POSITIONAL not in kinds and P.KEYWORD_ONLY not in kinds[:i]:
                 parts.append("*")
-            prefix = {"var_positional": "*", "var_keyword": "**"}.get(p.kind, "")
+            prefix = "*" if p.kind == P.VAR_POSITIONAL else "**" if p.kind == P.VAR_KEYWORD else ""
             default = self.default(p)
             parts.append(prefix + p.name + ("" if default is None else "=" + _default_source(default)))
-            if p.kind == "positional_only" and (i + 1 == len(kinds) or kinds[i + 1] != "positional_only"):
+            if p.kind == P.POSITIONAL_ONLY and (i + 1 == len(kinds) or kinds[i + 1] != P.POSITIONAL_ONLY):
                 parts.append("/")
         return tuple(parts)
 
@@ -120,7 +122,7 @@ class Shim:
             if p.name in self.mapped:
                 continue
             default = self.default(p) or ""
-            if p.kind in ("var_positional", "var_keyword"):
+            if p.kind in (P.VAR_POSITIONAL, P.VAR_KEYWORD):
                 out.append((p.name, p.name))
             elif not _is_literal(default):
                 out.append((f"{p.name} is not _b.UNSET", p.name))
@@ -270,7 +272,7 @@ class Shim:
 
 
 def _required(p: Param) -> bool:
-    return p.default is None and p.kind not in ("var_positional", "var_keyword")
+    return p.default is None and p.kind not in (P.VAR_POSITIONAL, P.VAR_KEYWORD)
 
 
 def _to_torch(local: str, cast: str | None) -> str:

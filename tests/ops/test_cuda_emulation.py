@@ -1,9 +1,5 @@
-{% set rt = catalog.runtime %}
-"""Every public ``torch.cuda`` entry does, with the runtime installed on the CPU, what the emulation
-table (``catalog/overlays/cuda.yaml``) says (torch {{ catalog.torch_version }}).
-
-{{ HEADER }}
-"""
+"""Every public ``torch.cuda`` entry does, with the runtime installed on the CPU, what its record in
+``catalog/overlays/cuda.yaml`` says: emulated by the named word, refused naming the reason, or left as is."""
 
 from __future__ import annotations
 
@@ -14,32 +10,14 @@ from typing import Any
 
 import pytest
 import torch
+from planned import catalog, planned
 
 import torchdevice
 from torchdevice.runtime import emulation
 
 STATUS_FIELD = "cpu"
 
-ROWS = [
-{% for row in track(rt.emulations) %}
-    pytest.param(
-        {{ row.owner | pyrepr }},
-        {{ row.policy | pyrepr }},
-        {{ row.rule.does | pyrepr }},
-        {{ row.rule.value | pyrepr }},
-        {{ row.rule.why | pyrepr }},
-        lambda f: f({{ row.rule.sample }}),
-        id={{ row.name | pyrepr }},
-    ),
-{% endfor %}
-]
-
-MEMBERS = [
-{% for m in track(rt.members) %}
-    pytest.param({{ m.owner.owner | pyrepr }}, {{ m.entry.attr | pyrepr }},
-                 id={{ m.entry.name | pyrepr }}),
-{% endfor %}
-]
+CUDA_RULED = [e for e in catalog().entries if e.cuda is not None]
 
 
 def owner_of(module: str, path: tuple[str, ...]) -> Any:
@@ -49,14 +27,16 @@ def owner_of(module: str, path: tuple[str, ...]) -> Any:
     return owner
 
 
-@pytest.mark.parametrize(("where", "policy", "does", "value", "why", "call"), ROWS)
-def test_entry_does_what_the_table_says(where, policy, does, value, why, call):
-    module, path, attr = where
-    owner = owner_of(module, path)
-    original = getattr(owner, attr)
-    name = ".".join((module, *path, attr))
+@pytest.mark.parametrize("name", [e.name for e in CUDA_RULED])
+def test_entry_does_what_its_record_says(name):
+    entry = catalog()[name]
+    rule = entry.cuda
+    policy, does, value, why = rule.policy, rule.does, rule.value, rule.why
+    call = eval(f"lambda f: f({rule.sample})")  # the record gives the arguments as source text
+    owner = owner_of(entry.module, entry.path[:-1])
+    original = getattr(owner, entry.attr)
     with torchdevice.installed("cpu"):
-        installed = getattr(owner, attr)
+        installed = getattr(owner, entry.attr)
         if policy == "passthrough":
             assert installed is original
             return
@@ -79,11 +59,12 @@ def test_entry_does_what_the_table_says(where, policy, does, value, why, call):
                 pass
 
 
-@pytest.mark.parametrize(("where", "attr"), MEMBERS)
-def test_emulated_class_has_the_member(where, attr):
-    module, path, name = where
+@pytest.mark.parametrize("name", [m.entry.name for m in planned().members])
+def test_emulated_class_has_the_member(name):
+    member = catalog()[name]
+    owner = catalog()[member.namespace]
     with torchdevice.installed("cpu"):
-        assert hasattr(getattr(owner_of(module, path), name), attr)
+        assert hasattr(getattr(owner_of(owner.module, owner.path[:-1]), owner.attr), member.attr)
 
 
 def test_the_device_the_emulation_stands_for_is_the_target():

@@ -1,11 +1,7 @@
-{% set rt = catalog.runtime %}
 """Every device-bearing entry the runtime translates: called with ``"cuda"`` through the runtime (target:
-CPU), it gives what the native call with ``"cpu"`` gives (torch {{ catalog.torch_version }}).
-
-Sample calls: ``codegen/runtime_model.py`` (``SAMPLES``, else derived from the signature).
-
-{{ HEADER }}
-"""
+CPU), it gives what the native call with ``"cpu"`` gives. Sample calls: ``codegen/plan/samples.py`` (the
+``sample`` of ``catalog/overlays/devices.yaml``, else derived from the signature); the helpers samples
+name are defined below."""
 
 from __future__ import annotations
 
@@ -17,26 +13,17 @@ from typing import Any
 
 import pytest
 import torch
+from planned import planned
 
 import torchdevice
 
 STATUS_FIELD = "cpu"
 
-CASES = [
-{% for s in track(rt.samples) %}
-    pytest.param(
-        lambda DEVICE: (
-            {{ s.call }}
-        ),
-        {{ s.values }},
-        id={{ s.entry.name | pyrepr }},
-    ),
-{% endfor %}
-]
 
-
-@pytest.mark.parametrize(("call", "values"), CASES)
-def test_cuda_through_the_runtime_equals_cpu_natively(call, values):
+@pytest.mark.parametrize("name", [s.name for s in planned().samples])
+def test_cuda_through_the_runtime_equals_cpu_natively(name):
+    sample = next(s for s in planned().samples if s.name == name)
+    call, values = eval(f"lambda DEVICE: {sample.call}"), sample.values  # the sample is source text
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # deprecations and prototype notices, alike on both sides
         torch.manual_seed(0)
