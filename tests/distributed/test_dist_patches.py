@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from datetime import timedelta
+from typing import TypeVar
 
 import pytest
 import torch
@@ -13,8 +15,11 @@ from torch.nn.parallel import DistributedDataParallel
 
 import torchdevice
 import torchdevice.distributed as td
+from torchdevice.distributed import groups
 from torchdevice.distributed.groups import NCCL_DEFAULT_TIMEOUT, gloo_backend
 from torchdevice.runtime.patching import Patcher
+
+T = TypeVar("T")
 
 needs_no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is present: NCCL needs no translation")
 
@@ -48,6 +53,24 @@ def patched() -> Iterator[Patcher]:
         if dist.is_initialized():
             dist.destroy_process_group()
         patcher.restore()
+
+
+@pytest.fixture
+def hold() -> Iterator[Callable[[T], T]]:
+    """Keeps the DDP models a test makes until gloo's loop thread is done with their collectives.
+
+    Dropping the last reference to a process group while that thread still releases a finished
+    collective deadlocks in torch 2.13 (the group's destructor waits for the thread, the thread for
+    the GIL): models are released after the same settling pause the runtime takes at exit."""
+    held: list[object] = []
+
+    def keep(obj: T) -> T:
+        held.append(obj)
+        return obj
+
+    yield keep
+    time.sleep(groups.SETTLE_SECONDS)
+    held.clear()
 
 
 def world_timeout(group: dist.ProcessGroup | None = None) -> timedelta:
@@ -102,9 +125,9 @@ def test_nccl_fails_here_without_the_patches():
     ("device_ids", "output_device"),
     [([0], 0), ([1], 1), ([torch.device("cuda", 0)], torch.device("cuda", 0)), (["cuda:1"], "cuda:1"), ([0], None)],
 )
-def test_ddp_accepts_cuda_device_ids_for_a_cpu_module(patched, device_ids, output_device):
+def test_ddp_accepts_cuda_device_ids_for_a_cpu_module(patched, hold, device_ids, output_device):
     dist.init_process_group("nccl", store=dist.HashStore(), world_size=1, rank=0)
-    model = DistributedDataParallel(torch.nn.Linear(2, 1), device_ids=device_ids, output_device=output_device)
+    model = hold(DistributedDataParallel(torch.nn.Linear(2, 1), device_ids=device_ids, output_device=output_device))
     assert (model.device_ids, model.output_device) == (None, None)
     model(torch.ones(3, 2)).sum().backward()
 
@@ -156,13 +179,13 @@ def test_mps_target_stages_collectives_until_restored_each_time():
     assert not staged()
 
 
-def test_ddp_program_lines_under_the_runtime():
+def test_ddp_program_lines_under_the_runtime(hold):
     original = dist.init_process_group
     with torchdevice.installed("cpu"):
         torch.cuda.set_device(0)
         dist.init_process_group("nccl", store=dist.HashStore(), world_size=1, rank=0)
         try:
-            model = DistributedDataParallel(torch.nn.Linear(2, 1).cuda(), device_ids=[0], output_device=0)
+            model = hold(DistributedDataParallel(torch.nn.Linear(2, 1).cuda(), device_ids=[0], output_device=0))
             loss = model(torch.ones(3, 2, device="cuda:0")).sum()
             loss.backward()
             logged = loss.detach().clone()
