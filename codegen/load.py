@@ -16,10 +16,22 @@ from typing import Any, get_args
 import yaml
 
 from codegen import schema
-from codegen.model import BACKENDS, MEASURED, Catalog, Entry, Kernels, KernelStatus, Kind, Measured, Pattern, Status
+from codegen.model import (
+    BACKENDS,
+    MEASURED,
+    Catalog,
+    Entry,
+    Kernels,
+    KernelStatus,
+    Kind,
+    Measured,
+    MlxRecord,
+    Pattern,
+    Status,
+)
 from codegen.overlays.cuda import CudaRule
 from codegen.overlays.devices import DeviceRule
-from codegen.overlays.mlx import MlxMapping
+from codegen.overlays.mlx import MlxOp
 from codegen.schema import CatalogError
 from codegen.signatures import parse
 from torchdevice.rewrite.rule import RewriteRule
@@ -28,9 +40,10 @@ ROOT = Path(__file__).resolve().parent.parent
 CATALOG_DIR = ROOT / "catalog"
 
 SCANNED_KEYS = ("name", "kind", "module", "signatures", "device_params", "aten", "kernels")
-PER_ENTRY: dict[str, type] = {"cuda": CudaRule, "devices": DeviceRule, "mlx": MlxMapping}
+PER_ENTRY: dict[str, type] = {"cuda": CudaRule, "devices": DeviceRule}
 """Overlay files mapping torch names to records: stem -> record class, attached as ``Entry.<stem>``."""
 GLOBS = ("devices",)
+OVERLOAD_PREFIX = "torch.ops.aten."
 """Overlays whose keys may be globs (``torch.nn.*``) as well as names."""
 
 
@@ -52,9 +65,11 @@ def load(catalog_dir: Path = CATALOG_DIR) -> Catalog:
             patterns = globs
     path = catalog_dir / "overlays" / "rewrite.yaml"
     rules = load_list(path, RewriteRule, known) if path.exists() else ()
+    path = catalog_dir / "overlays" / "mlx.yaml"
+    mlx = load_mlx(path, known) if path.exists() else ()
     entries = [dataclasses.replace(e, status=status.get(e.name, e.status), **attached.get(e.name, {}))
                for e in entries]
-    return Catalog(torch_version=version, entries=tuple(entries), device_patterns=patterns, rewrite=rules)
+    return Catalog(torch_version=version, entries=tuple(entries), device_patterns=patterns, mlx=mlx, rewrite=rules)
 
 
 # -- scanned -----------------------------------------------------------------------------------------
@@ -238,6 +253,28 @@ def load_per_entry(path: Path, cls: type, known: dict[str, Entry],
         else:
             records[name] = record
     return records, tuple(patterns)
+
+
+def load_mlx(path: Path, known: dict[str, Entry]) -> tuple[MlxRecord, ...]:
+    """The MLX records, keyed by an aten op (``abs``) or overload (``max.dim``) of the scanned catalog."""
+    root = schema.compose(path)
+    if root is None:
+        return ()
+    if not isinstance(root, yaml.MappingNode):
+        raise CatalogError(path, schema.line_of(root), None, "expected a mapping from aten ops to records")
+    ops = {name.removeprefix(OVERLOAD_PREFIX).partition(".")[0] for name in known if name.startswith(OVERLOAD_PREFIX)}
+    records: list[MlxRecord] = []
+    lines: dict[str, int] = {}
+    for key_node, value_node in root.value:
+        key, line = str(key_node.value), schema.line_of(key_node)
+        if key in lines:
+            raise CatalogError(path, line, key, f"duplicate entry (first at line {lines[key]})")
+        lines[key] = line
+        op, _, overload = key.partition(".")
+        if (f"{OVERLOAD_PREFIX}{key}" not in known) if overload else (op not in ops):
+            raise CatalogError(path, line, key, "unknown aten op or overload: not in the scanned catalog")
+        records.append(MlxRecord(key, schema.build(MlxOp, value_node, path, key), line))
+    return tuple(records)
 
 
 def load_list(path: Path, cls: type, known: dict[str, Entry]) -> tuple[Any, ...]:

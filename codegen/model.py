@@ -13,7 +13,7 @@ from typing import Literal
 
 from codegen.overlays.cuda import CudaRule
 from codegen.overlays.devices import DeviceRule
-from codegen.overlays.mlx import MlxMapping
+from codegen.overlays.mlx import MlxOp
 from codegen.signatures import Signature
 from torchdevice.rewrite.rule import RewriteRule
 
@@ -59,7 +59,6 @@ class Entry:
     status: Status = field(default_factory=Status)
     cuda: CudaRule | None = None
     devices: DeviceRule | None = None
-    mlx: MlxMapping | None = None
 
     @property
     def namespace(self) -> str:
@@ -89,6 +88,15 @@ class Pattern:
 
 
 @dataclass(frozen=True)
+class MlxRecord:
+    """A ``catalog/overlays/mlx.yaml`` record: ``key`` is an aten op (``abs``) or overload (``max.dim``)."""
+
+    key: str
+    op: MlxOp
+    line: int
+
+
+@dataclass(frozen=True)
 class Catalog:
     """The whole catalog: scanned entries with measured status and overlays applied."""
 
@@ -96,6 +104,8 @@ class Catalog:
     entries: tuple[Entry, ...]
     device_patterns: tuple[Pattern, ...] = ()
     """Glob-keyed ``devices.yaml`` records, in file order: the first that matches a name applies."""
+    mlx: tuple[MlxRecord, ...] = ()
+    """MLX equivalents of aten ops, in file order."""
     rewrite: tuple[RewriteRule, ...] = ()
     """Rewrite rules, in file order."""
 

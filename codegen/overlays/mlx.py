@@ -1,17 +1,18 @@
-"""MLX equivalents of torch entries (``catalog/overlays/mlx.yaml``).
+"""MLX equivalents of aten ops (``catalog/overlays/mlx.yaml``), keyed like ``native_functions.yaml``.
 
-A record says which MLX callable computes a torch entry and how each torch parameter reaches it::
+A record says which MLX callable computes an aten op and how each schema parameter reaches it::
 
-    torch.sum:
+    sum:
       mlx: mlx.core.sum
-      args: {input: 0, dim: axis, keepdim: keepdims}
-      values: {dtype: accumulate}
+      args: {self: 0, dim: axis, keepdim: keepdims}
+      values: {dim: axis, dtype: accumulate}
       dtypes: [float, int, bool]
 
-``args`` maps a torch parameter to an MLX parameter: a name (passed by keyword) or a position
-(passed positionally; MLX's leading parameters are positional-only). Torch parameters that are
-neither in ``args``, ``values`` nor ``ignore`` must keep their default: the generated shim refuses
-any other value (``MlxUnsupported``) so the caller runs the call elsewhere.
+The key is an op (every overload of it and of its in-place op that the record covers) or one
+overload (``max.dim``). ``args`` maps a schema parameter to an MLX parameter: a name (passed by
+keyword) or a position (passed positionally; MLX's leading parameters are positional-only).
+Parameters that are neither in ``args``, ``values`` nor ``ignore`` must keep their default: the
+generated shim refuses any other value (``MlxUnsupported``) so the call runs elsewhere.
 """
 
 from __future__ import annotations
@@ -20,92 +21,83 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Transform = Literal[
-    "axis", "vector_axis", "dtype", "ddof_correction", "not_none", "shape", "repeats",
-    "zero_if_none", "fft_norm", "pad", "sdpa_scale", "norm_eps", "last_dim", "cast_input", "accumulate",
+    "axis", "vector_axis", "dtype", "ddof_correction", "not_none", "shape", "repeats", "zero_if_none", "pad",
+    "reduction", "cast_input", "accumulate",
 ]
-"""How a torch argument's value is translated: ``torchdevice.fallback.mlx_bridge.translate_<kind>(value, ref)``
-(``ref``: the first tensor input). ``cast_input`` and ``accumulate`` apply torch's ``dtype=``
-to the first tensor input instead (``mlx_bridge.cast_input``); ``accumulate`` also widens integral
-inputs to int64 as torch's sums and products do."""
+"""How an argument's value is translated: ``torchdevice.fallback.mlx_bridge.translate_<kind>(value, ref)``
+(``ref``: the first tensor input). ``cast_input`` and ``accumulate`` apply the op's ``dtype=`` to the
+first tensor input instead (``mlx_bridge.cast_input``); ``accumulate`` also widens integral inputs to
+int64 as torch's sums and products do."""
 
 INPUT_CASTS = ("cast_input", "accumulate")
 
 Family = Literal["float", "float32", "int", "bool", "complex"]
-"""Dtype families (``torchdevice.fallback.mlx_bridge.FAMILIES``); the generated test samples one dtype of each."""
-
-Recipe = Literal["unary", "reduction", "square", "indices_table"]
-"""Named input recipes of the generated tests (``generated/tests/mlx_samples.py``), used where
-OpInfo has no sample the mapping supports."""
+"""Dtype families (``torchdevice.fallback.mlx_bridge.FAMILIES``)."""
 
 
 @dataclass(frozen=True)
 class MlxCall:
-    """A second MLX call whose result is the second output (e.g. the indices of ``torch.max``)."""
+    """A second MLX call whose result is the second output (e.g. the indices of ``max.dim``)."""
 
     mlx: str
     args: dict[str, str | int] = field(default_factory=dict)
     fixed: dict[str, str | int | float | bool] = field(default_factory=dict)
-    cast: str | None = None
-    """torch dtype name (``int64``) the result is cast to."""
 
 
 @dataclass(frozen=True)
-class MlxMapping:
-    """How a torch entry runs on MLX."""
+class MlxOp:
+    """How an aten op runs on MLX."""
 
     mlx: str
     """Dotted name of the MLX callable, e.g. ``mlx.core.add``."""
     args: dict[str, str | int] = field(default_factory=dict)
-    """torch parameter -> MLX parameter name (keyword) or position (positional)."""
+    """Schema parameter -> MLX parameter name (keyword) or position (positional)."""
     fixed: dict[str, str | int | float | bool] = field(default_factory=dict)
     """MLX keyword arguments with a constant value (e.g. ``axis: 0``)."""
     values: dict[str, Transform] = field(default_factory=dict)
-    """torch parameter -> translation of its value; a parameter here but not in ``args`` is only
+    """Schema parameter -> translation of its value; a parameter here but not in ``args`` is only
     checked (the translation refuses values MLX cannot honour)."""
-    defaults: dict[str, str | int | float | bool | None] = field(default_factory=dict)
-    """torch defaults the catalog signature lacks (written ``...`` there), so the shim can accept them."""
     ignore: tuple[str, ...] = ()
-    """torch parameters without effect on the result (``_stacklevel``)."""
+    """Parameters without effect on the value computed here (``half_to_float``: results get torch's dtype anyway)."""
     promote: tuple[str, ...] = ()
-    """Two torch parameters cast to ``torch.result_type`` of both before the call (binary ops)."""
+    """Two parameters cast to ``torch.result_type`` of both before the call (binary ops)."""
     dtypes: tuple[Family, ...] = ("float",)
-    """Dtype families the mapping is verified for (checked on the first tensor input)."""
+    """Dtype families routed to MLX (checked on the first tensor input); others run elsewhere."""
     dtype_of: str | None = None
-    """The tensor parameter whose dtype is checked, when not the first (embedding's ``weight``)."""
-    cast: str | None = None
-    """torch dtype name the (first) result is cast to, e.g. ``int64`` for MLX's uint32 indices."""
+    """The tensor parameter whose dtype is checked, when not the first (``embedding``'s ``weight``)."""
+    opmath: bool = False
+    """float16 and bfloat16 inputs are computed in float32 and the result rounded once, as torch's kernels
+    do (reductions, softmax, division): MLX would accumulate in half precision."""
     also: MlxCall | None = None
     """A second call giving the second output."""
-    returns: str | None = None
-    """``None``: a tensor; ``tuple``; ``bool`` (a Python bool); else a ``torch.return_types`` name."""
-    inplace: bool = False
-    """Write the result into the first tensor input and return it (``Tensor.add_``, ``torch.relu_``)."""
+    outputs: int = 1
+    """How many tensors the MLX call itself returns (``linalg.qr``: 2)."""
+    overloads: tuple[str, ...] = ()
+    """The overload names covered (of the op and of its in-place op); default: every one the record fits."""
     stream: Literal["default", "cpu"] = "default"
     """``cpu``: run on MLX's CPU stream (MLX has no GPU kernel, e.g. most of ``mlx.core.linalg``)."""
     nonempty: bool = False
     """Refuse tensor inputs with no elements (MLX's linalg kernels crash the process on them)."""
-    overload: int | None = None
-    """Index of the catalog signature the shim takes; default: the first with every mapped parameter."""
-    sample: Recipe | None = None
-    """Input recipe of the generated test when OpInfo has no usable sample."""
-    opinfo: str | None = None
-    """OpInfo name of the generated test's samples when it differs from the entry's name."""
+    opinfo: tuple[str, ...] = ()
+    """Names of the OpInfos whose samples exercise the op (default: the op's name)."""
     tolerance: float | None = None
-    """rtol = atol of the generated test, where MLX's algorithm legitimately differs (fused attention)."""
+    """rtol = atol of the consistency test, where MLX's algorithm legitimately differs."""
+
+    def __post_init__(self) -> None:
+        if len(self.promote) not in (0, 2):
+            raise ValueError(f"promote names two parameters, not {list(self.promote)}")
+        if self.also is not None and self.outputs != 1:
+            raise ValueError("a record has either a second call (also) or a call with several outputs")
+        if self.outputs < 1:
+            raise ValueError(f"outputs must be at least 1, got {self.outputs}")
 
     @property
-    def torch_params(self) -> frozenset[str]:
-        """Every torch parameter the record names."""
-        return frozenset(self.args) | frozenset(self.values) | frozenset(self.ignore)
+    def params(self) -> frozenset[str]:
+        """Every schema parameter the record names."""
+        also = frozenset(self.also.args) if self.also else frozenset()
+        return frozenset(self.args) | frozenset(self.values) | frozenset(self.ignore) | also
 
     @property
     def input_cast(self) -> tuple[str, str] | None:
-        """``(torch parameter, kind)`` of the ``dtype=`` argument applied to the input, if any."""
+        """``(parameter, kind)`` of the ``dtype=`` argument applied to the input, if any."""
         return next(((p, k) for p, k in self.values.items() if k in INPUT_CASTS), None)
-
-    @property
-    def result_type(self) -> str:
-        """``tensor``, ``tuple``, ``bool`` or ``return_types`` (named by ``returns``)."""
-        if self.returns is None:
-            return "tensor"
-        return self.returns if self.returns in ("tuple", "bool") else "return_types"

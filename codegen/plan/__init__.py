@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from codegen.model import Catalog
-from codegen.plan import emulation, samples
+from codegen.plan import emulation, mlx, samples
 from codegen.plan.emulation import Emulation, Member
 from codegen.plan.fallback import FallbackTable
 from codegen.plan.mlx import Shim
@@ -45,15 +45,27 @@ class Plan:
 
 def plan(catalog: Catalog) -> Plan:
     """Everything the generated files and the per-entry tests need; PlanError names an undecidable entry."""
-    shims = tuple(_validated(Shim(e, e.mlx)) for e in catalog.entries if e.mlx is not None)
+    shims = mlx.shims(catalog)
     fallback = FallbackTable.of(catalog, shims)
     policies = Policies(catalog, frozenset(fallback.missing_on_mps), frozenset(fallback.try_on_mps))
     routed = {name: policy.route for name, policy in policies.by_name.items()}
     rows = emulation.emulations(catalog, policies)
     translated = [e for e in catalog.entries if e.device_params and routed[e.name] in ("wrap", "hand", "flows")]
-    mlx_routes: dict[str, list[str]] = {}
-    for overload, entry in fallback.mlx_shims:
-        mlx_routes.setdefault(entry, []).append(overload)
+    by_overload = {e.name: s for s in shims for e in s.overloads}
+    by_op: dict[str, dict[str, Shim]] = {}
+    for s in shims:
+        for e in s.overloads:
+            by_op.setdefault(e.name.removeprefix("torch.ops.aten.").partition(".")[0], {})[s.key] = s
+    mlx_routed = dict(fallback.mlx_routes)
+
+    def mlx_of(entry: Any) -> list[dict[str, Any]]:
+        """The MLX shims that compute the entry (an overload), or the aten ops it reaches."""
+        if entry.name in by_overload:
+            found = [by_overload[entry.name]]
+        else:
+            found = list({k: s for op in entry.aten for k, s in by_op.get(op, {}).items()}.values())
+        return [{"key": s.key, "mlx": s.op.mlx, "routed": [a for a in s.aten if a in mlx_routed]} for s in found]
+
     return Plan(
         torch_version=catalog.torch_version,
         policies=policies,
@@ -70,14 +82,9 @@ def plan(catalog: Catalog) -> Plan:
                 "policy": policies[e.name].route, "why": policies[e.name].why, "by": policies[e.name].by,
                 "device_params": list(e.device_params), "aten": list(e.aten),
                 "kernels": dataclasses.asdict(e.kernels), "status": dataclasses.asdict(e.status),
-                "mlx": {"mlx": e.mlx.mlx, "routes": mlx_routes.get(e.name, [])} if e.mlx is not None else None,
+                "mlx": mlx_of(e),
                 "signatures": [str(s) for s in e.signatures],
             }
             for e in catalog.entries
         ),
     )
-
-
-def _validated(shim: Shim) -> Shim:
-    shim.validate()
-    return shim

@@ -1,5 +1,5 @@
-"""Aten operators: the public ``torch.ops.aten.<op>.<overload>`` objects, and which ops a
-Python-level entry reaches.
+"""Aten operators: the ``torch.ops.aten.<op>.<overload>`` objects, and which ops a Python-level entry
+reaches.
 
 An entry reaches, by name, the aten op of the same name: ``torch.X``, ``torch.Tensor.X`` (and the
 in-place ``X_``), ``torch.nn.functional.X``; the namespaced ops ``linalg_X``, ``fft_X``,
@@ -42,13 +42,14 @@ def op_names() -> frozenset[str]:
 
 
 def overloads() -> Iterator[Found]:
-    """``torch.ops.aten.<op>.<overload>`` for every public op and overload, sorted."""
-    for op in sorted(n for n in op_names() if not n.startswith("_")):
+    """``torch.ops.aten.<op>.<overload>`` for every op and overload, sorted: the public ops, and the
+    private ones (``_softmax``, ``_fft_r2c``...) that public ops decompose into, which are what the
+    dispatcher hands a backend and so what the fallback engine completes."""
+    for op in sorted(op_names()):
         packet = getattr(torch.ops.aten, op)
         for overload in sorted(packet.overloads()):
-            if not overload.startswith("_"):
-                obj = getattr(packet, overload)
-                yield Found(f"torch.ops.aten.{op}.{overload}", "torch", "op_overload", "aten", obj)
+            obj = getattr(packet, overload)
+            yield Found(f"torch.ops.aten.{op}.{overload}", "torch", "op_overload", "aten", obj)
 
 
 def reached(found: Found) -> list[str]:

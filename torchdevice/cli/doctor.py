@@ -65,7 +65,7 @@ def _fallback(target: str, table: Any) -> dict[str, Any]:
         "active": True,
         "missing_on_mps": len(table.MISSING_ON_MPS),
         "watched_on_mps": len(table.TRY_ON_MPS),
-        "with_mlx_shim": len(table.MLX_SHIMS),
+        "with_mlx_shim": len(table.MLX_ROUTES),
         "examples": sorted(table.MISSING_ON_MPS)[:10],
     }
 

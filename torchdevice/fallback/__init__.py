@@ -61,11 +61,11 @@ def activate(patcher: Patcher, target: torch.device | Target, options: dict[str,
     spec = target if isinstance(target, Target) else for_device(target)
     if spec is None:
         return
-    from torchdevice_generated.fallback_table import MLX_SHIMS
+    from torchdevice_generated.fallback_table import MLX_ROUTES
 
     cache, prefer_mlx = CapabilityCache.open(spec.name), bool(options.get("prefer_mlx"))
-    if not (prefer_mlx and MLX_SHIMS) and not Engine(spec, cache).overloads():
+    if not (prefer_mlx and MLX_ROUTES) and not Engine(spec, cache).overloads():
         return  # the target completes every op: nothing to register, no MLX shim to import
-    shims, unsupported = mlx_shims(MLX_SHIMS)
+    shims, unsupported = mlx_shims(MLX_ROUTES)
     engine = Engine(spec, cache, shims=shims, unsupported=unsupported, prefer_mlx=prefer_mlx)
     patcher.set(sys.modules[__name__], "_library", engine.install())

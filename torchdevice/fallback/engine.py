@@ -163,7 +163,7 @@ class Engine:
 
 
 def mlx_shims(routes: Mapping[str, str]) -> tuple[dict[str, Callable[..., Any]], tuple[type[BaseException], ...]]:
-    """The generated MLX shims of ``routes`` (aten overload -> torch entry), and the exception a shim
+    """The generated MLX shims of ``routes`` (aten overload -> shim key), and the exception a shim
     raises for arguments MLX cannot take; nothing where MLX is not installed."""
     if not routes:
         return {}, ()

@@ -22,6 +22,7 @@ walks them itself: ``torch.utils._pytree`` handles any structure, at ten times t
 
 from __future__ import annotations
 
+import keyword
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
@@ -55,6 +56,26 @@ class Plan:
             frozenset(a.alias_info.before_set): (a.name if a.kwarg_only else i)
             for i, a in enumerate(self.op._schema.arguments) if a.alias_info is not None and a.alias_info.is_write
         }
+
+    @cached_property
+    def names(self) -> tuple[str, ...]:
+        """The schema's parameter names as the shims take them (Python keywords renamed: ``from_``)."""
+        return tuple(f"{a.name}_" if keyword.iskeyword(a.name) else a.name for a in self.op._schema.arguments)
+
+    @cached_property
+    def outputs(self) -> frozenset[str]:
+        """Keyword-only arguments the op writes to (``out=``): no input of the computation."""
+        return frozenset(name for name, a in zip(self.names, self.op._schema.arguments, strict=True)
+                         if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write)
+
+    def inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The call's input arguments by name, as a shim takes them (those the dispatcher left out keep
+        the shim's defaults, which are the schema's)."""
+        bound = dict(zip(self.names, args))
+        bound.update((f"{k}_" if keyword.iskeyword(k) else k, v) for k, v in kwargs.items())
+        for name in self.outputs:
+            bound.pop(name, None)
+        return bound
 
     @cached_property
     def written(self) -> tuple[int | str, ...]:
@@ -119,9 +140,15 @@ def on_cpu(plan: Plan, args: tuple[Any, ...], kwargs: dict[str, Any], target: Ta
 
 def on_mlx(shim: Callable[..., Any], plan: Plan, args: tuple[Any, ...], kwargs: dict[str, Any],
            target: Target) -> Any:
-    """Run the call through its MLX shim (below autograd: the inputs' graph is autograd's business)."""
+    """Run the call through its MLX shim (below autograd: the inputs' graph is autograd's business);
+    the result of an in-place or ``out=`` overload is written into the argument it belongs to."""
     with torch.no_grad():
-        value = shim(*args, **kwargs)
+        value = shim(**plan.inputs(args, kwargs))
+        if plan.written:
+            values = value if isinstance(value, tuple) else (value,)
+            for where, computed in zip(plan.written, values, strict=True):
+                original = args[where] if isinstance(where, int) else kwargs[where]
+                _write_back(original, computed.to(original.dtype))
     return plan.result(value, args, kwargs, target)
 
 
