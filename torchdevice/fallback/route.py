@@ -29,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from torchdevice.fallback import validate
+
 if TYPE_CHECKING:
     from torchdevice.fallback.target import Target
 
@@ -119,9 +121,12 @@ def on_cpu(plan: Plan, args: tuple[Any, ...], kwargs: dict[str, Any], target: Ta
 
 def on_mlx(shim: Callable[..., Any], plan: Plan, args: tuple[Any, ...], kwargs: dict[str, Any],
            target: Target) -> Any:
-    """Run the call through its MLX shim (below autograd: the inputs' graph is autograd's business)."""
+    """Run the call through its MLX shim (below autograd: the inputs' graph is autograd's business)
+    once torch has checked it (:mod:`~torchdevice.fallback.validate`: a call torch rejects is left
+    to torch's kernel); the result gets torch's dtypes, and one of another shape is refused."""
+    expected = validate.expect(plan.op, args, kwargs)
     with torch.no_grad():
-        value = shim(*args, **kwargs)
+        value = validate.conform(plan.op._name, shim(*args, **kwargs), expected)
     return plan.result(value, args, kwargs, target)
 
 
