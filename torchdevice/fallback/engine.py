@@ -10,7 +10,8 @@ backend fallback that raises "not currently implemented"). The kernel, per call:
    call a device-compatibility error propagates untouched (the caller gets the identical object);
    a compatibility error records a verdict (persisted) and falls through to 2;
 2. routes the call: through the op's verified MLX shim when it has one (its ``MlxUnsupported``
-   means "not these arguments": the CPU then), else on the CPU (:mod:`~torchdevice.fallback.route`),
+   means "not these arguments": the CPU then; torch checks the call first, :mod:`~.validate`), else on
+   the CPU (:mod:`~torchdevice.fallback.route`),
    and counts it with :func:`torchdevice.runtime.report.record_fallback`.
 
 With ``prefer_mlx`` every overload with a verified MLX shim is registered and goes to MLX first;
@@ -31,6 +32,7 @@ from torchdevice.fallback import route
 from torchdevice.fallback.cache import ANY, CapabilityCache
 from torchdevice.fallback.errors import COMPATIBILITY_ERRORS, classify
 from torchdevice.fallback.target import Target
+from torchdevice.fallback.validate import Refused
 from torchdevice.runtime.report import record_fallback
 
 log = logging.getLogger("torchdevice.fallback")
@@ -87,7 +89,7 @@ class Engine:
         self.target = target
         self.cache = cache
         self.shims = dict(shims or {})
-        self.unsupported = unsupported
+        self.unsupported = (*unsupported, Refused)  # a shim's refusals, and torch's checks' (validate)
         self.prefer_mlx = prefer_mlx
 
     def overloads(self) -> list[str]:

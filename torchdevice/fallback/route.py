@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from torchdevice.fallback import validate
+
 if TYPE_CHECKING:
     from torchdevice.fallback.target import Target
 
@@ -140,15 +142,16 @@ def on_cpu(plan: Plan, args: tuple[Any, ...], kwargs: dict[str, Any], target: Ta
 
 def on_mlx(shim: Callable[..., Any], plan: Plan, args: tuple[Any, ...], kwargs: dict[str, Any],
            target: Target) -> Any:
-    """Run the call through its MLX shim (below autograd: the inputs' graph is autograd's business);
-    the result of an in-place or ``out=`` overload is written into the argument it belongs to."""
+    """Run the call through its MLX shim (below autograd: the inputs' graph is autograd's business)
+    once torch has checked it (:mod:`~torchdevice.fallback.validate`: a call torch rejects is left
+    to torch's kernel); the result gets torch's dtypes, one of another shape is refused, and the
+    result of an in-place or ``out=`` overload is written into the argument it belongs to."""
+    expected = validate.expect(plan.op, args, kwargs)
     with torch.no_grad():
-        value = shim(**plan.inputs(args, kwargs))
-        if plan.written:
-            values = value if isinstance(value, tuple) else (value,)
-            for where, computed in zip(plan.written, values, strict=True):
-                original = args[where] if isinstance(where, int) else kwargs[where]
-                _write_back(original, computed.to(original.dtype))
+        value = validate.conform(plan.op._name, shim(**plan.inputs(args, kwargs)), expected)
+        computed = value if isinstance(value, tuple) else (value,)
+        for where, result in zip(plan.written, computed, strict=True):
+            _write_back(args[where] if isinstance(where, int) else kwargs[where], result)
     return plan.result(value, args, kwargs, target)
 
 

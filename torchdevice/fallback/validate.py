@@ -1,0 +1,129 @@
+"""torch validates, MLX computes: torch's own checks of a call before another library computes it.
+
+:func:`meta_outputs` runs the call's aten overload on ``meta`` tensors (shape, strides and dtype of
+the arguments, no data): torch's meta kernels make every check that does not need the data, so an
+invalid call raises torch's exception, and a valid one gives the shapes and dtypes of the results.
+:func:`expect` is the same for a route: a call torch rejects raises :class:`Rejected`, so the
+caller runs it on torch's own kernel, which raises torch's exact exception (a meta kernel's message
+sometimes differs from the device kernel's: ``trace``, ``flip``, ``softshrink``). :func:`conform`
+then holds a result computed elsewhere to the expected one: a dtype is cast to torch's, a shape or
+structure that differs raises :class:`ResultMismatch` (a mapping bug, logged and counted). Checks
+that need the data, index ranges and integer division by zero, are :mod:`.data_checks`.
+
+An overload without a meta kernel of its own (no ``Meta`` kernel, no structured composite) cannot
+be checked this way: :func:`checkable` says so, and its calls are refused (:class:`Unverifiable`).
+Of the mapped overloads the engine registers, two are such: ``aten::equal`` (no meta kernel) and
+``aten::allclose`` (a composite that reads the data). Every refusal is a :class:`Refused`, which
+the engine treats like a shim's ``MlxUnsupported``: torch's kernel runs the call. This module
+imports no MLX.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from functools import cache
+from typing import Any
+
+import torch
+
+log = logging.getLogger("torchdevice.fallback")
+
+META = torch.device("meta")
+_META_KEYS = ("Meta", "CompositeExplicitAutogradNonFunctional")
+"""Dispatch keys whose kernels compute a result on meta tensors for the op itself: meta kernels
+and the structured composites PyTorch also registers for ``Meta``. A ``CompositeExplicitAutograd``
+kernel is generic code that may read the data (``allclose`` calls ``item()``), so it does not count."""
+
+mismatches: Counter[str] = Counter()
+"""Per aten overload: results refused by :func:`conform` (each is a mapping bug)."""
+
+
+class Refused(Exception):
+    """This call is not computed elsewhere: torch's kernel runs it."""
+
+
+class Unverifiable(Refused):
+    """torch cannot check this call on meta tensors, so it is not given to MLX."""
+
+
+class Rejected(Refused):
+    """torch rejects this call (the cause is torch's exception): torch's kernel raises the error."""
+
+
+class ResultMismatch(Refused):
+    """A result computed elsewhere has another shape or structure than torch's: it is not used."""
+
+
+@cache
+def checkable(op: torch._ops.OpOverload) -> bool:
+    """Whether torch can check calls of ``op`` on meta tensors."""
+    return any(torch._C._dispatch_has_kernel_for_dispatch_key(op._name, key) for key in _META_KEYS)
+
+
+def meta_outputs(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The result of ``op(*args, **kwargs)`` as meta tensors, computed from the arguments' shapes,
+    strides and dtypes alone; torch's own exception for a call torch rejects.
+
+    :class:`Unverifiable` where torch cannot check the call (no meta kernel; a sparse or other
+    non-strided tensor; non-scalar tensors on two devices, which torch rejects but meta tensors
+    would not)."""
+    if not checkable(op):
+        raise Unverifiable(f"{op._name} has no meta kernel: torch cannot check the call")
+    devices: set[torch.device] = set()
+    meta_args = tuple(_meta(a, devices) for a in args)
+    meta_kwargs = {k: _meta(v, devices) for k, v in kwargs.items()}
+    if len(devices) > 1:
+        raise Unverifiable(f"{op._name}: tensors on {sorted(map(str, devices))}; torch's kernel decides")
+    return op(*meta_args, **meta_kwargs)
+
+
+def expect(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """:func:`meta_outputs`, with a call torch rejects refused as :class:`Rejected`."""
+    try:
+        return meta_outputs(op, args, kwargs)
+    except Refused:
+        raise
+    except Exception as exc:  # whatever torch raises for the call, the kernel that runs it raises
+        raise Rejected(f"{op._name}: torch rejects the call") from exc
+
+
+def conform(op: str, value: Any, expected: Any) -> Any:
+    """``value`` (computed elsewhere) with the dtypes of ``expected`` (:func:`meta_outputs`); a
+    :class:`ResultMismatch` when its shapes or structure differ (logged and counted per ``op``)."""
+    try:
+        return _conform(value, expected)
+    except ResultMismatch as exc:
+        if not mismatches[op]:
+            log.warning("fallback %s: the MLX result does not match torch's (%s); computed elsewhere", op, exc)
+        mismatches[op] += 1
+        raise
+
+
+def _meta(x: Any, devices: set[torch.device]) -> Any:
+    if isinstance(x, torch.Tensor):
+        if x.layout != torch.strided:
+            raise Unverifiable(f"a {x.layout} tensor")
+        if x.dim():
+            devices.add(x.device)
+        return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=META)
+    if isinstance(x, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in x):
+        return [_meta(v, devices) for v in x]
+    return x
+
+
+def _conform(value: Any, expected: Any) -> Any:
+    if isinstance(expected, torch.Tensor):
+        if not isinstance(value, torch.Tensor):
+            raise ResultMismatch(f"{type(value).__name__} where torch gives a tensor")
+        if value.shape != expected.shape:
+            raise ResultMismatch(f"shape {tuple(value.shape)} where torch gives {tuple(expected.shape)}")
+        return value if value.dtype == expected.dtype else value.to(expected.dtype)
+    if isinstance(expected, (list, tuple)):
+        if not isinstance(value, (list, tuple)) or len(value) != len(expected):
+            raise ResultMismatch(f"{type(value).__name__} where torch gives {len(expected)} results")
+        items = [_conform(v, e) for v, e in zip(value, expected, strict=True)]
+        return items if type(value) is list else type(value)(items)
+    if type(value) is not type(expected):
+        raise ResultMismatch(f"{type(value).__name__} where torch gives {type(expected).__name__}")
+    return value
