@@ -44,9 +44,9 @@ def routes() -> Iterator[dict[str, Any]]:
 
     x, a, b = torch.randn(4 * MB), torch.randn(1024, 1024), torch.randn(1024, 1024)
     cases = [
-        ("elementwise exp, 16 MB float32", "exp", "aten::exp", "torch.exp", lambda: torch.exp(x)),
-        ("reduction sum(dim=1), 4 MB float32", "sum", "aten::sum.dim_IntList", "torch.sum", lambda: a.sum(1)),
-        ("matmul 1024x1024 float32", "mm", "aten::mm", "torch.mm", lambda: torch.mm(a, b)),
+        ("elementwise exp, 16 MB float32", "exp", "aten::exp", "exp", lambda: torch.exp(x)),
+        ("reduction sum(dim=1), 4 MB float32", "sum", "aten::sum.dim_IntList", "sum", lambda: a.sum(1)),
+        ("matmul 1024x1024 float32", "mm", "aten::mm", "mm", lambda: torch.mm(a, b)),
     ]
     for label, op, name, entry, call in cases:
         shim = SHIMS.get(entry)

@@ -20,11 +20,11 @@ def run():
     m1, m2 = torch.randn(1024, 1024), torch.randn(1024, 1024)
     xa, xb, x1, x2 = (mlx_bridge.to_mlx(t) for t in (a, b, m1, m2))
     cases = [
-        ("add_4096x1024", lambda: SHIMS["torch.add"](a, b), lambda: torch.add(a, b),
+        ("add_4096x1024", lambda: SHIMS["add"](self=a, other=b), lambda: torch.add(a, b),
          lambda: mx.eval(mx.add(xa, xb))),
-        ("sum_dim1_4096x1024", lambda: SHIMS["torch.sum"](a, 1), lambda: torch.sum(a, 1),
+        ("sum_dim1_4096x1024", lambda: SHIMS["sum"](self=a, dim=[1]), lambda: torch.sum(a, 1),
          lambda: mx.eval(mx.sum(xa, axis=1))),
-        ("matmul_1024", lambda: SHIMS["torch.matmul"](m1, m2), lambda: torch.matmul(m1, m2),
+        ("matmul_1024", lambda: SHIMS["mm"](self=m1, mat2=m2), lambda: torch.matmul(m1, m2),
          lambda: mx.eval(mx.matmul(x1, x2))),
     ]
     for name, shim, torch_cpu, mlx_only in cases:

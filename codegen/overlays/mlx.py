@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Transform = Literal[
-    "axis", "vector_axis", "dtype", "ddof_correction", "not_none", "shape", "repeats", "zero_if_none", "pad",
-    "reduction", "cast_input", "accumulate",
+    "axis", "vector_axis", "ddof_correction", "repeats", "zero_if_none", "pad", "reduction", "cast_input", "accumulate",
 ]
 """How an argument's value is translated: ``torchdevice.fallback.mlx_bridge.translate_<kind>(value, ref)``
 (``ref``: the first tensor input). ``cast_input`` and ``accumulate`` apply the op's ``dtype=`` to the

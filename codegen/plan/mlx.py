@@ -190,8 +190,6 @@ class Shim:
 
     def validate(self) -> None:
         """Raise ShimError for a record that cannot produce a working shim."""
-        if not self.overloads:
-            raise self.fail("covers no overload: none has a backend kernel and fits the record")
         missing = set(self.op.promote) - set(self.converted)
         if missing:
             raise self.fail(f"promote names parameters that are not passed to MLX: {sorted(missing)}")
@@ -230,6 +228,11 @@ def shims(catalog: Catalog) -> tuple[Shim, ...]:
         covered = [e for e in candidates if _covers(record.op, e, overload or None)]
         covered.sort(key=lambda e: (_is_variant(e), e.name))
         shim = Shim(record, tuple(covered))
+        if not covered:
+            needs = [f"{aten_name(e)} needs {', '.join(missing)}" for e in candidates
+                     if e.kernels.cpu in BACKEND_KERNELS and (missing := _unnamed(record.op, e))]
+            raise shim.fail("covers no overload: none has a backend kernel and fits the record"
+                            + (f" ({'; '.join(needs)})" if needs else ""))
         shim.validate()
         for name in shim.aten:
             if name in claimed:
@@ -245,10 +248,14 @@ def _covers(op: MlxOp, entry: Entry, key_overload: str | None) -> bool:
         return False
     if key_overload is None and op.overloads:
         return overload in op.overloads
-    params = inputs(entry)
-    if not any("Tensor" in (p.annotation or "") for p in params):
+    if not any("Tensor" in (p.annotation or "") for p in inputs(entry)):
         return False
-    return all(p.name in op.params or p.default is not None for p in params)
+    return not _unnamed(op, entry)
+
+
+def _unnamed(op: MlxOp, entry: Entry) -> list[str]:
+    """The required inputs of ``entry`` the record does not name (it can only refuse defaulted ones)."""
+    return [p.name for p in inputs(entry) if p.name not in op.params and p.default is None]
 
 
 def _is_variant(entry: Entry) -> bool:

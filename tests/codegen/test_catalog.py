@@ -43,6 +43,14 @@ entries:
   device_params: []
   aten: []
   kernels: {cpu: none, cuda: none, mps: none}
+- name: torch.ops.aten.add.Tensor
+  kind: op_overload
+  module: torch
+  signatures:
+  - "(self: Tensor, other: Tensor, *, alpha: number = 1) -> Tensor"
+  device_params: []
+  aten: [add.Tensor]
+  kernels: {cpu: native, cuda: native, mps: native}
 - name: torch.nn.Linear
   kind: class
   module: torch.nn
@@ -123,8 +131,10 @@ def test_a_cuda_entry_without_a_record_is_an_error(tmp_path):
     ({"devices": "torch.zeros: {route: flows, why: a, b}\n"}, "devices.yaml:1", "unknown field 'b'"),
     ({"rewrite": "- {name: r, kind: teleport, doc: d, match: x}\n"}, "rewrite.yaml:1", "expected one of"),
     ({"rewrite": "name: r\n"}, "rewrite.yaml:1", "expected a list of records"),
-    ({"mlx": "torch.add:\n  mlx: [mlx.core.add]\n"}, "mlx.yaml:2", "field 'mlx': expected str"),
-    ({"mlx": "torch.add:\n  mlx: [unclosed\n"}, "mlx.yaml:", "invalid YAML"),
+    ({"mlx": "add:\n  mlx: [mlx.core.add]\n"}, "mlx.yaml:2", "field 'mlx': expected str"),
+    ({"mlx": "add:\n  mlx: [unclosed\n"}, "mlx.yaml:", "invalid YAML"),
+    ({"mlx": "torch.add: {mlx: mlx.core.add}\n"}, "mlx.yaml:1", "unknown aten op"),
+    ({"mlx": "add: {mlx: mlx.core.add, dtypes: [float64]}\n"}, "mlx.yaml:1", "expected one of"),
     # measured status
     ({"status": "torch.add: {resolves: maybe}\n"}, "status.yaml:1", "'maybe'"),
     ({"status": "torch.add: {speed: pass}\n"}, "status.yaml:1", "'speed'"),
@@ -169,8 +179,12 @@ def test_stats_json_matches_the_plan(catalog):
     stats = json.loads(result.stdout)
     policies = plan(catalog).policies.by_name
     assert stats["entries"] == len(catalog.entries)
-    assert stats["mlx_mapped"] == sum(e.mlx is not None for e in catalog.entries)
-    assert stats["mlx_verified"] == sum(e.status.mlx == "pass" for e in catalog.entries)
+    planned = plan(catalog)
+    assert stats["mlx_records"] == len(planned.shims)
+    assert stats["mlx_overloads"] == sum(len(s.overloads) for s in planned.shims)
+    assert stats["mlx_routed_overloads"] == len(planned.fallback.mlx_routes)
+    assert stats["mlx_routed_ops"] == len({name.partition("::")[2].partition(".")[0]
+                                           for name, _ in planned.fallback.mlx_routes})
     assert stats["by_policy"]["wrap"] == sum(p.route == "wrap" for p in policies.values())
     for backend in ("cpu", "cuda", "mps"):
         assert sum(stats["kernels"][backend].values()) == stats["entries"]

@@ -1,7 +1,8 @@
-"""catalog/overlays/mlx.yaml names real MLX callables and parameters and fits the catalog's signatures.
+"""catalog/overlays/mlx.yaml names real MLX callables and parameters, and every record is reachable:
+each overload it covers is one the dispatcher hands to a backend kernel, where the engine registers.
 
-These check the data; the generated per-op tests (generated/tests/test_mlx_ops.py) prove that the
-mappings compute what torch computes.
+These check the data; the consistency suite (tests/fallback/test_mlx_consistency.py) proves that the
+records compute what torch computes.
 """
 
 from __future__ import annotations
@@ -10,19 +11,18 @@ import ast
 import importlib
 import inspect
 import typing
-from collections import Counter
 from typing import Any
 
 import pytest
 import torch
+from planned import planned
 
-from codegen.load import load
-from codegen.overlays.mlx import Family, MlxCall, Recipe, Transform
-from codegen.plan.mlx import Shim
+from codegen.load import CATALOG_DIR, load
+from codegen.overlays.mlx import Family, MlxCall, Transform
+from codegen.schema import CatalogError
 from torchdevice.fallback import mlx_bridge
 
-CATALOG = load()
-ENTRIES = [e for e in CATALOG.entries if e.mlx is not None]
+SHIMS = planned().shims
 
 
 def resolve(dotted: str) -> Any:
@@ -52,46 +52,60 @@ def mlx_parameters(fn: Any) -> tuple[list[str], set[str]]:
     return positional, set(positional) | {a.arg for a in args.kwonlyargs}
 
 
-def calls(entry) -> list[MlxCall]:
-    m = entry.mlx
-    main = MlxCall(mlx=m.mlx, args=m.args, fixed=m.fixed, cast=m.cast)
-    return [main] + ([m.also] if m.also else [])
-
-
-def test_at_least_400_entries_are_mapped_across_the_namespaces():
-    assert len(ENTRIES) >= 400
-    namespaces = Counter(e.namespace for e in ENTRIES)
-    for ns in ("torch", "torch.Tensor", "torch.nn.functional", "torch.linalg", "torch.fft", "torch.special"):
-        assert namespaces[ns] > 0, ns
-
-
-@pytest.mark.parametrize("entry", ENTRIES, ids=lambda e: e.name)
-def test_mapping_names_real_mlx_callables_and_torch_parameters(entry):
-    for call in calls(entry):
+@pytest.mark.parametrize("shim", SHIMS, ids=lambda s: s.key)
+def test_record_names_real_mlx_callables_and_parameters(shim):
+    op = shim.op
+    for call in [MlxCall(op.mlx, op.args, op.fixed), *([op.also] if op.also else [])]:
         fn = resolve(call.mlx)
         assert callable(fn), call.mlx
         positional, names = mlx_parameters(fn)
-        for torch_param, target in call.args.items():
+        for param, target in call.args.items():
             if isinstance(target, int):
-                assert target < len(positional), f"{torch_param} -> position {target} of {call.mlx}{positional}"
+                assert target < len(positional), f"{param} -> position {target} of {call.mlx}{positional}"
             else:
-                assert target in names, f"{torch_param} -> {target!r}: not a parameter of {call.mlx} {sorted(names)}"
+                assert target in names, f"{param} -> {target!r}: not a parameter of {call.mlx} {sorted(names)}"
         for name in call.fixed:
             assert name in names, f"fixed {name!r}: not a parameter of {call.mlx}"
-    # ... and fits the catalog's signature of the torch entry
-    shim = Shim(entry, entry.mlx)
-    shim.validate()  # selected overload, required and defaulted parameters
-    names = {p.name for p in shim.params}
-    assert entry.mlx.torch_params <= names
-    if entry.kind == "method":
-        assert shim.params[0].name == "self"
-    if entry.mlx.returns not in (None, "tuple", "bool"):
-        assert isinstance(getattr(torch.return_types, entry.mlx.returns), type)
+
+
+@pytest.mark.parametrize("shim", SHIMS, ids=lambda s: s.key)
+def test_every_covered_overload_reaches_a_backend_kernel(shim):
+    for name in shim.aten:
+        op_name, _, overload = name.removeprefix("aten::").partition(".")
+        assert getattr(getattr(torch.ops.aten, op_name), overload or "default")._schema is not None
+        assert not torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd"), name
+        assert any(torch._C._dispatch_has_kernel_for_dispatch_key(name, key) for key in (
+            "CPU", "CompositeExplicitAutograd", "CompositeExplicitAutogradNonFunctional")), name
+
+
+def test_implicit_ops_are_not_claimed_and_their_decompositions_are():
+    covered = {name for shim in SHIMS for name in shim.aten}
+    for implicit, target in (("aten::matmul", "aten::mm"), ("aten::softmax.int", "aten::_softmax"),
+                             ("aten::log_softmax.int", "aten::_log_softmax"), ("aten::pad", "aten::constant_pad_nd")):
+        assert implicit not in covered and target in covered
 
 
 def test_vocabularies_have_implementations():
     for kind in typing.get_args(Transform):
         assert kind in ("cast_input", "accumulate") or callable(getattr(mlx_bridge, f"translate_{kind}", None)), kind
     assert set(typing.get_args(Family)) == set(mlx_bridge.FAMILIES)
-    recipes = importlib.import_module("mlx_samples").RECIPES
-    assert set(typing.get_args(Recipe)) == set(recipes)
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("matmul: {mlx: mlx.core.matmul, args: {self: 0, other: 1}}\n", "covers no overload"),  # implicit
+    ("abs: {mlx: mlx.core.abs, args: {input: 0}}\n", "aten::abs needs self"),
+    ("abs: {mlx: mlx.core.abs, args: {self: 0, input: 1}}\n", "names parameters of no covered overload"),
+    ("abs: {mlx: mlx.core.abs, args: {self: 0}}\nabs.default: {mlx: mlx.core.abs, args: {self: 0}}\n",
+     "aten::abs is covered by record 'abs' too"),
+    ("teleport: {mlx: mlx.core.abs}\n", "unknown aten op"),
+    ("abs: {mlx: mlx.core.abs, args: {self: 0}, promote: [self]}\n", "promote names two parameters"),
+])
+def test_bad_records_name_the_record(tmp_path, text, says):
+    import shutil
+
+    from codegen.plan import PlanError, plan
+
+    shutil.copytree(CATALOG_DIR, tmp_path / "catalog")
+    (tmp_path / "catalog" / "overlays" / "mlx.yaml").write_text(text)
+    with pytest.raises((CatalogError, PlanError), match=says):
+        plan(load(tmp_path / "catalog"))

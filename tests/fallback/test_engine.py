@@ -22,9 +22,9 @@ TORCH_DIR = torch.__file__.rpartition("/")[0]
 
 
 def test_missing_op_runs_on_cpu_without_trying_the_target(fallbacks):
-    from torchdevice_generated.fallback_table import MLX_SHIMS
+    from torchdevice_generated.fallback_table import MLX_ROUTES
 
-    assert "aten::cummax" not in MLX_SHIMS  # no MLX route: the CPU runs it
+    assert "aten::cummax" not in MLX_ROUTES  # no MLX route: the CPU runs it
     sim = SimulatedMPS(missing={"cummax"}, table_missing={"aten::cummax"})
     x = torch.randn(6)
     with activated(sim):
@@ -37,9 +37,9 @@ def test_missing_op_runs_on_cpu_without_trying_the_target(fallbacks):
 
 
 def test_missing_op_with_verified_mlx_mapping_runs_on_mlx(fallbacks):
-    from torchdevice_generated.fallback_table import MLX_SHIMS
+    from torchdevice_generated.fallback_table import MLX_ROUTES
 
-    assert "aten::cumsum" in MLX_SHIMS
+    assert "aten::cumsum" in MLX_ROUTES
     sim = SimulatedMPS(missing={"cumsum"}, table_missing={"aten::cumsum"})
     x = torch.randn(6)
     with activated(sim):
@@ -93,7 +93,7 @@ def test_missing_kernel_learned_for_every_dtype():
 def test_verified_mlx_shim_runs_a_missing_op(fallbacks):
     sim = SimulatedMPS(missing={"exp"}, table_missing={"aten::exp"})
     x = torch.randn(8)
-    with engine(sim, {"aten::exp": SHIMS["torch.Tensor.exp"]}):
+    with engine(sim, {"aten::exp": SHIMS["exp"]}):
         y = torch.exp(x)
         z = torch.exp(x.double())  # MLX has no float64: the shim refuses, the CPU runs it
     torch.testing.assert_close(y, torch.exp(x))
@@ -105,7 +105,7 @@ def test_verified_mlx_shim_runs_a_missing_op(fallbacks):
 def test_prefer_mlx_sends_supported_ops_to_mlx(fallbacks):
     sim = SimulatedMPS(no_float64={"add"})  # add works on the target; attempts are counted
     a, b = torch.randn(4), torch.randn(4)
-    with engine(sim, {"aten::add.Tensor": SHIMS["torch.Tensor.add"]}, prefer_mlx=True):
+    with engine(sim, {"aten::add.Tensor": SHIMS["add"]}, prefer_mlx=True):
         y = torch.add(a, b)
         scaled = torch.add(a, b, alpha=2)  # alpha has no MLX translation: the target runs it
     torch.testing.assert_close(y, a + b)
@@ -118,7 +118,7 @@ def test_inplace_through_mlx_keeps_the_callers_tensor(fallbacks):
     sim = SimulatedMPS(missing={"add_"}, table_missing={"aten::add_.Tensor"})
     x, other = torch.randn(5), torch.randn(5)
     expected = x + other
-    with engine(sim, {"aten::add_.Tensor": SHIMS["torch.Tensor.add_"]}):
+    with engine(sim, {"aten::add_.Tensor": SHIMS["add"]}):
         y = x.add_(other)
     assert y is x
     torch.testing.assert_close(x, expected)
@@ -238,13 +238,13 @@ def test_cpu_target_without_prefer_mlx_changes_nothing():
 def test_mlx_refusal_is_the_bridge_exception():
     # the contract the engine relies on: a shim refuses arguments with MlxUnsupported, before any work
     with pytest.raises(MlxUnsupported):
-        SHIMS["torch.Tensor.add"](torch.ones(2), torch.ones(2), alpha=3)
+        SHIMS["add"](self=torch.ones(2), other=torch.ones(2), alpha=3)
 
 
 
 def test_prefer_mlx_on_the_cpu_target(fallbacks):
     target = Target("cpu", torch.device("cpu"), "CPU", "CPU")
-    shims = {"aten::add.Tensor": SHIMS["torch.Tensor.add"]}
+    shims = {"aten::add.Tensor": SHIMS["add"]}
     x, i = torch.randn(6), torch.arange(6)
     expected = (x + 1.5, torch.add(i, 2.5, alpha=2), torch.add(x.double(), 2))
     library = Engine(target, CapabilityCache.open("cpu"), shims=shims, unsupported=(MlxUnsupported,),
@@ -263,18 +263,15 @@ def test_prefer_mlx_on_the_cpu_target(fallbacks):
 
 
 def test_activate_with_prefer_mlx_registers_every_verified_shim():
-    from torchdevice_generated.fallback_table import MLX_SHIMS
+    from torchdevice_generated.fallback_table import MLX_ROUTES
 
-    # an overload that decomposes above the backend keys (CompositeImplicitAutograd) has no kernel
-    # of its own to replace: its decomposition's ops are the ones registered
-    expected = {name for name, entry in MLX_SHIMS.items() if entry in SHIMS
-                and not torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd")}
-    assert len(expected) > 100
+    expected = set(MLX_ROUTES)  # every route reaches a backend kernel (tests/codegen/test_mlx_overlay.py)
+    assert len(expected) > 100 and set(MLX_ROUTES.values()) <= set(SHIMS)
     patcher = Patcher()
     activate(patcher, torch.device("cpu"), {"prefer_mlx": True})
     try:
-        assert {name for name in MLX_SHIMS if registered(name, "CPU")} == expected
+        assert {name for name in MLX_ROUTES if registered(name, "CPU")} == expected
         assert len(patcher) == (1 if expected else 0)
     finally:
         patcher.restore()
-    assert not any(registered(name, "CPU") for name in MLX_SHIMS)
+    assert not any(registered(name, "CPU") for name in MLX_ROUTES)

@@ -54,7 +54,7 @@ def assert_same_training(got: Training, expected: Training) -> None:
 
 
 def test_cuda_program_runs_with_native_results(fallbacks):
-    from torchdevice_generated.fallback_table import MLX_SHIMS
+    from torchdevice_generated.fallback_table import MLX_ROUTES
 
     with torchdevice.installed("cpu"):
         native = train()
@@ -65,19 +65,19 @@ def test_cuda_program_runs_with_native_results(fallbacks):
     assert all(sim.attempts[op] == 0 for op in MISSING)  # known missing: never tried
     assert sim.attempts["mean"] > 0
     for op in MISSING:  # each ran through its verified MLX shim where it has one, else on the CPU
-        route = "mlx" if f"aten::{op}" in MLX_SHIMS else "cpu"
+        route = "mlx" if f"aten::{op}" in MLX_ROUTES else "cpu"
         assert fallbacks[f"aten::{op}", route] > 0, (op, route)
-    assert {op for op in MISSING if f"aten::{op}" in MLX_SHIMS} == {"cumsum", "gelu"}
+    assert {op for op in MISSING if f"aten::{op}" in MLX_ROUTES} == {"cumsum", "gelu"}
     assert fallbacks["aten::mean", "cpu"] == 4  # the float64 accuracies, once per step
 
 
 def test_cuda_program_with_prefer_mlx_gives_native_results(fallbacks):
-    from torchdevice_generated.fallback_table import MLX_SHIMS
+    from torchdevice_generated.fallback_table import MLX_ROUTES
 
     with torchdevice.installed("cpu"):
         native = train()
     with torchdevice.installed("cpu", prefer_mlx=True):
         through_mlx = train()
     assert_same_training(through_mlx, native)
-    used = {op for op in MLX_SHIMS if fallbacks[op, "mlx"]}
-    assert bool(used) == bool(MLX_SHIMS)  # every verified shim the program reaches ran on MLX
+    used = {op for op in MLX_ROUTES if fallbacks[op, "mlx"]}
+    assert bool(used) == bool(MLX_ROUTES)  # every verified shim the program reaches ran on MLX

@@ -46,12 +46,13 @@ SCANNED = "torch_version: 2.13.0\ngroup: torch\nentries:\n" + "".join([
     overload("erfinv.default", "(self: Tensor) -> Tensor", "native"),
 ])
 MLX = """\
-torch.add: {mlx: mlx.core.add, args: {input: 0, other: 1}}
-torch.erfinv: {mlx: mlx.core.erfinv, args: {input: 0}}
+add: {mlx: mlx.core.add, args: {self: 0, other: 1}}
+erfinv: {mlx: mlx.core.erfinv, args: {self: 0}}
 """
 STATUS = """\
-torch.add: {mlx: pass}
-torch.erfinv: {mlx: fail, mps: fail}
+torch.ops.aten.add.Scalar: {mlx: pass}
+torch.ops.aten.erfinv.default: {mlx: fail}
+torch.erfinv: {mps: fail}
 torch.ops.aten.cumsum.out: {mps: fail}
 """
 
@@ -69,9 +70,9 @@ def test_decisions(tmp_path):
     table = small_plan(tmp_path).fallback
     assert table.missing_on_mps == ("aten::cumsum", "aten::cumsum.out")
     assert table.try_on_mps == ("aten::erfinv",)  # measured failing; cumsum.out is missing anyway
-    # add.Scalar takes alpha positionally, add.out needs out=, add.int is no tensor op; erfinv's MLX mapping
-    # is not verified
-    assert table.mlx_shims == (("aten::add.Tensor", "torch.add"),)
+    # the add record's overloads (add.int is no tensor op, none of its kernels are torch's); erfinv's
+    # record measured failing, so none of its overloads is routed
+    assert table.mlx_routes == (("aten::add.Scalar", "add"), ("aten::add.Tensor", "add"), ("aten::add.out", "add"))
 
 
 def test_template_renders_the_decisions(tmp_path):
@@ -82,7 +83,7 @@ def test_template_renders_the_decisions(tmp_path):
     table = planned.fallback
     assert namespace["MISSING_ON_MPS"] == frozenset(table.missing_on_mps)
     assert namespace["TRY_ON_MPS"] == frozenset(table.try_on_mps)
-    assert namespace["MLX_SHIMS"] == dict(table.mlx_shims)
+    assert namespace["MLX_ROUTES"] == dict(table.mlx_routes)
 
 
 def test_generated_table_names_real_overloads():
@@ -90,5 +91,5 @@ def test_generated_table_names_real_overloads():
 
     from torchdevice.fallback.engine import overload as resolve
 
-    names = fallback_table.MISSING_ON_MPS | fallback_table.TRY_ON_MPS | set(fallback_table.MLX_SHIMS)
+    names = fallback_table.MISSING_ON_MPS | fallback_table.TRY_ON_MPS | set(fallback_table.MLX_ROUTES)
     assert [n for n in sorted(names) if resolve(n) is None] == []

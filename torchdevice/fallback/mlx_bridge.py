@@ -20,7 +20,6 @@ call elsewhere (CPU). Tensors that autograd records are refused too: MLX results
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from functools import cache
 from typing import Any
@@ -169,15 +168,17 @@ def check_nonempty(op: str, *values: Any) -> None:
             raise MlxUnsupported(f"{op}: MLX cannot take an empty tensor here")
 
 
-def write_back(op: str, target: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
-    """Finish an in-place variant: copy ``value`` into ``target`` and return ``target``."""
-    if value.dtype != target.dtype or value.shape != target.shape:
-        raise MlxUnsupported(f"{op}: result {value.dtype}{tuple(value.shape)} cannot be written "
-                             f"in place into {target.dtype}{tuple(target.shape)}")
-    return target.copy_(value)
+# --- input casts done before the MLX call ---------------------------------------------------------
 
+def opmath(x: Any) -> Any:
+    """A float16 or bfloat16 array (or list of arrays) as float32: what torch's kernels compute half
+    precision in (its "opmath" type), rounding the result once."""
+    if isinstance(x, list):
+        return [opmath(v) for v in x]
+    if isinstance(x, mx.array) and x.dtype in (mx.float16, mx.bfloat16):
+        return x.astype(mx.float32)
+    return x
 
-# --- input casts done before the MLX call (torch's ``dtype=`` arguments) ---------------------------
 
 def cast_input(x: mx.array, dtype: torch.dtype | None, *, accumulate: bool = False) -> mx.array:
     """torch's ``dtype=``: cast the input before the op. ``accumulate``: sums and products of
@@ -190,10 +191,6 @@ def cast_input(x: mx.array, dtype: torch.dtype | None, *, accumulate: bool = Fal
 
 
 # --- argument value translations: ``translate_<kind>(value, ref)``; ref is the first tensor input ---
-
-def translate_dtype(value: torch.dtype | None, ref: Any) -> mx.Dtype | None:
-    return None if value is None else mlx_dtype(value)
-
 
 def translate_axis(value: int | Sequence[int] | None, ref: Any) -> int | list[int] | None:
     """A torch ``dim`` for MLX: ``None`` or ``()`` reduce everything, and a 0-d tensor takes
@@ -227,35 +224,25 @@ def translate_ddof_correction(value: float | None, ref: Any) -> int:
     return int(value)
 
 
-def translate_not_none(value: Any, ref: Any) -> Any:
-    """A torch argument whose None has a meaning MLX lacks (e.g. softmax's implicit dim)."""
-    if value is None:
-        raise MlxUnsupported("None has no MLX equivalent here")
-    return value
-
-
-def translate_shape(value: Sequence[Any], ref: Any) -> tuple[int, ...]:
-    """``*size`` varargs as torch accepts them: ``f(2, 3)`` or ``f((2, 3))``."""
-    if len(value) == 1 and isinstance(value[0], (list, tuple, torch.Size)):
-        value = value[0]
-    return tuple(int(v) for v in value)
-
-
 def translate_repeats(value: Sequence[Any], ref: torch.Tensor) -> tuple[int, ...]:
-    """Tensor.repeat's sizes: as ``shape``, at least one per dimension of the input (as torch demands)."""
-    sizes = translate_shape(value, ref)
+    """Tensor.repeat's sizes, at least one per dimension of the input (as torch demands)."""
+    sizes = tuple(int(v) for v in value)
     if len(sizes) < ref.dim():
         raise MlxUnsupported(f"repeat({sizes}) has fewer sizes than the input has dimensions")
     return sizes
 
 
+REDUCTIONS = ("none", "mean", "sum")
+"""aten's ``int reduction`` (``at::Reduction``) as the names MLX's losses take."""
+
+
+def translate_reduction(value: int, ref: Any) -> str:
+    return REDUCTIONS[value]
+
+
 def translate_zero_if_none(value: float | None, ref: Any) -> float:
     """A fill value whose None means 0 (torch.nn.functional.pad's ``value``)."""
     return 0 if value is None else value
-
-
-def translate_fft_norm(value: str | None, ref: Any) -> str:
-    return "backward" if value is None else value
 
 
 def translate_pad(value: Sequence[int], ref: torch.Tensor) -> list[tuple[int, int]]:
@@ -269,19 +256,3 @@ def translate_pad(value: Sequence[int], ref: torch.Tensor) -> list[tuple[int, in
     return [(0, 0)] * (ref.dim() - len(pairs)) + pairs[::-1]
 
 
-def translate_sdpa_scale(value: float | None, ref: torch.Tensor) -> float:
-    """scaled_dot_product_attention's ``scale`` (None: 1/sqrt(head dim of the query))."""
-    return 1.0 / math.sqrt(ref.shape[-1]) if value is None else float(value)
-
-
-def translate_norm_eps(value: float | None, ref: torch.Tensor) -> float:
-    """rms_norm's ``eps`` (None: the machine epsilon of the input's dtype)."""
-    return torch.finfo(ref.dtype).eps if value is None else float(value)
-
-
-def translate_last_dim(value: int | Sequence[int], ref: torch.Tensor) -> int:
-    """layer_norm / rms_norm ``normalized_shape``: MLX normalizes over the last axis only."""
-    shape = (value,) if isinstance(value, int) else tuple(value)
-    if len(shape) != 1 or ref.shape[-1:] != torch.Size(shape):
-        raise MlxUnsupported(f"normalized_shape={shape}: MLX normalizes over the last dimension only")
-    return shape[0]

@@ -73,7 +73,7 @@ class Plan:
     def inputs(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """The call's input arguments by name, as a shim takes them (those the dispatcher left out keep
         the shim's defaults, which are the schema's)."""
-        bound = dict(zip(self.names, args))
+        bound = dict(zip(self.names, args, strict=False))  # the positional ones come first
         bound.update((f"{k}_" if keyword.iskeyword(k) else k, v) for k, v in kwargs.items())
         for name in self.outputs:
             bound.pop(name, None)
@@ -149,9 +149,10 @@ def on_mlx(shim: Callable[..., Any], plan: Plan, args: tuple[Any, ...], kwargs: 
     expected = validate.expect(plan.op, args, kwargs)
     with torch.no_grad():
         value = validate.conform(plan.op._name, shim(**plan.inputs(args, kwargs)), expected)
-        computed = value if isinstance(value, tuple) else (value,)
-        for where, result in zip(plan.written, computed, strict=True):
-            _write_back(args[where] if isinstance(where, int) else kwargs[where], result)
+        if plan.written:
+            computed = value if isinstance(value, tuple) else (value,)
+            for where, result in zip(plan.written, computed, strict=True):
+                _write_back(args[where] if isinstance(where, int) else kwargs[where], result)
     return plan.result(value, args, kwargs, target)
 
 
