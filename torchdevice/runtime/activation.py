@@ -27,7 +27,7 @@ from torchdevice.runtime.devices import resolve_target
 from torchdevice.runtime.patching import Patcher
 from torchdevice.runtime.redirect import Redirect
 from torchdevice.runtime.report import configure_logging
-from torchdevice.runtime.views import patch_warning_places
+from torchdevice.runtime.views import outside, patch_warning_places
 
 FEATURES = ("torchdevice.fallback", "torchdevice.distributed")
 """Modules whose ``activate(patcher, target, options)`` runs after the runtime's own patches."""
@@ -115,7 +115,7 @@ def check_torch_version() -> None:
     if _release(torch.__version__) != _release(TORCH_VERSION):
         warnings.warn(f"torchdevice {torchdevice.__version__} was built for torch {TORCH_VERSION} "
                       f"(any {'.'.join(_release(TORCH_VERSION))}.x); this is torch {torch.__version__}: "
-                      "device entry points it does not know are left untranslated", stacklevel=3)
+                      "device entry points it does not know are left untranslated", stacklevel=outside())
 
 
 def _release(version: str) -> tuple[str, ...]:

@@ -28,8 +28,10 @@ def configure_logging() -> None:
     if not name:
         return
     if name not in _LEVELS:
+        from torchdevice.runtime.views import outside
+
         warnings.warn(f"torchdevice: TORCHDEVICE_LOG={os.environ['TORCHDEVICE_LOG']!r} is not a logging level "
-                      f"({', '.join(level.lower() for level in _LEVELS)}); ignored", stacklevel=2)
+                      f"({', '.join(level.lower() for level in _LEVELS)}); ignored", stacklevel=outside())
         return
     log.setLevel(name)
     log.propagate = False

@@ -30,6 +30,14 @@ def torch_internal(depth: int = 2) -> bool:
     return name == "torch" or name.startswith(("torch.", "torchdevice"))
 
 
+def outside() -> int:
+    """The ``stacklevel`` that makes a warning raised here name the first caller outside torchdevice."""
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("torchdevice"):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def patch_warning_places(patcher: Patcher) -> None:
     """Show warnings placed in a torchdevice file at the program's line that called into it.
 

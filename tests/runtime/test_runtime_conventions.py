@@ -1,0 +1,78 @@
+"""What programs expect of a library: quiet logging, warnings at their own lines, wrappers that look like
+what they wrap, and a clear warning for a torch the catalog was not made from."""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+
+import torch
+
+import torchdevice
+
+
+def test_logging_at_info_in_the_program_shows_nothing_of_ours(python, tmp_path):
+    program = tmp_path / "train.py"
+    program.write_text(textwrap.dedent("""\
+        import logging, torch
+        logging.basicConfig(level=logging.INFO)  # as timm and many training scripts do
+        logging.getLogger("train").info("program's own record")
+        print(torch.zeros(2, device="cuda").device)
+    """))
+    quiet = python("-m", "torchdevice", "run", str(program))
+    assert quiet.returncode == 0 and quiet.stdout.strip() == "cpu", quiet.stderr
+    assert "program's own record" in quiet.stderr and "redirect" not in quiet.stderr
+    asked = python("-m", "torchdevice", "run", str(program), env={"TORCHDEVICE_LOG": "info"})
+    assert asked.stderr.count("torchdevice: redirect torch.zeros: cuda->cpu") == 1  # ours once, not also via root
+
+
+def test_an_unknown_log_level_warns_and_the_program_goes_on(python, tmp_path):
+    program = tmp_path / "p.py"
+    program.write_text("import torch\nprint(torch.ones(1, device='cuda').device)\n")
+    done = python("-m", "torchdevice", "run", str(program), env={"TORCHDEVICE_LOG": "chatty"})
+    assert done.returncode == 0 and done.stdout.strip() == "cpu", done.stderr
+    assert "TORCHDEVICE_LOG='chatty' is not a logging level" in done.stderr
+
+
+def test_warnings_from_wrapped_torch_calls_name_the_programs_line(python, tmp_path):
+    program = tmp_path / "amp.py"
+    program.write_text(textwrap.dedent("""\
+        import warnings, torch
+        warnings.simplefilter("always")
+        with warnings.catch_warnings(record=True) as caught:
+            with torch.autocast("cuda", dtype=torch.float32):  # line 4: CPU autocast refuses float32
+                pass
+            torch.tensor(torch.ones(2), device="cuda")  # line 6: torch's copy-construct warning
+        for w in caught:
+            print(w.filename.rsplit("/", 1)[-1], w.lineno)
+    """))
+    done = python("-m", "torchdevice", "run", str(program))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["amp.py 4", "amp.py 6"], done.stdout
+
+
+def test_wrappers_carry_what_they_wrap(on_cpu):
+    original = torch._C._VariableFunctions.zeros
+    assert torch.zeros is not original
+    assert torch.zeros.__wrapped__ is original
+    assert (torch.zeros.__name__, torch.zeros.__doc__, torch.zeros.__module__) == (
+        original.__name__, original.__doc__, original.__module__)
+    assert inspect.signature(torch.nn.Module.to) == inspect.signature(torch.nn.Module.to.__wrapped__)
+
+
+def test_a_torch_other_than_the_catalogs_release_is_warned_about_once(python):
+    probe = textwrap.dedent("""\
+        import warnings, torch, torchdevice
+        torch.__version__ = "2.99.0"
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torchdevice.install("cpu")
+            torchdevice.uninstall()
+            torchdevice.install("cpu")
+        print(len(caught), caught[0].filename.endswith("<string>"), caught[0].message)
+    """)
+    done = python("-c", probe)
+    assert done.returncode == 0, done.stderr
+    count, at_caller, message = done.stdout.split(" ", 2)
+    assert (count, at_caller) == ("1", "True"), done.stdout
+    assert f"built for torch {torchdevice.__version__}" not in message and "this is torch 2.99.0" in message
