@@ -18,7 +18,7 @@ RULES: tuple[RewriteRule, ...] = (
         cpu='cpu',
         keywords=('map_location',),
         type_keywords=('device_type',),
-        names='(?i)^(\\w*_)?(dev|device|loc|location)(_\\w*)?$',
+        names='(?i)^(\\w*_)?(dev|device|loc|location)(_(?!types$)\\w*)?$',
         methods=('to',),
         arguments={
             'torch.set_default_device': 0,
@@ -89,11 +89,13 @@ RULES: tuple[RewriteRule, ...] = (
         kind='call',
         doc=(
             'torch.cuda.current_device() becomes torch.accelerator.current_device_index(), 0 '
-            'without an accelerator'
+            'without an accelerator; where a device is expected '
+            '(x.to(torch.cuda.current_device())), the accelerator'
         ),
         match='torch.cuda.current_device',
         to='torch.accelerator.current_device_index',
         without_accelerator='0',
+        current=True,
     ),
     RewriteRule(
         name='cuda-set-device',
@@ -608,8 +610,8 @@ RULES: tuple[RewriteRule, ...] = (
         code='TD907',
         kind='check',
         doc=(
-            'torch is imported only after this runs, so the accelerator cannot be named here; '
-            'left as is'
+            'torch is not imported (unconditionally, at module level) before this runs, so '
+            'the accelerator cannot be named here; left as is'
         ),
         match='no-torch',
     ),

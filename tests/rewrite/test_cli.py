@@ -195,12 +195,12 @@ def test_a_link_out_of_the_given_paths_is_not_followed(tmp_path, cli):
 
 
 def test_a_coding_declaration_is_honoured(tmp_path, cli):
-    text = "# -*- coding: latin-1 -*-\nimport torch\nlabel = 'données'\nx = torch.ones(1).cuda()\n"
+    text = "# -*- coding: latin-1 -*-\nimport torch\nlabel = \"données\"\nx = torch.ones(1).cuda()\n"
     (tmp_path / "latin.py").write_bytes(text.encode("latin-1"))
     result = cli("--write", tmp_path)
     assert result.returncode == 0, result.stderr
     written = (tmp_path / "latin.py").read_bytes()
-    assert "label = 'données'".encode("latin-1") in written and IDIOM.encode() in written
+    assert "label = \"données\"".encode("latin-1") in written and IDIOM.encode() in written
 
 
 def test_refused_writes_fail_the_run_and_leave_the_file(tmp_path, cli):

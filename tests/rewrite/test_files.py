@@ -96,7 +96,7 @@ def test_not_utf8_names_path_and_line(tmp_path):
 
 def test_a_coding_declaration_is_honoured_both_ways(tmp_path):
     path = tmp_path / "latin.py"
-    text = "# -*- coding: latin-1 -*-\nimport torch\nname = 'café'\nx = torch.ones(1).cuda()\n"
+    text = "# -*- coding: latin-1 -*-\nimport torch\nname = \"café\"\nx = torch.ones(1).cuda()\n"
     path.write_bytes(text.encode("latin-1"))
     assert _write(path) == "changed"
     assert path.read_bytes() == text.replace(".cuda()", ".to(torch.accelerator.current_accelerator("

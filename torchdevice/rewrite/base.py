@@ -166,8 +166,11 @@ class RewriterBase(cst.CSTTransformer):
 
     def guard_of(self, test: cst.BaseExpression) -> bool | None:
         """``Facts.guard_of`` for a libcst expression."""
+        text = code(test)
+        if not any(word in text for word in self.facts.guard_words):
+            return None
         try:
-            tree = ast.parse(f"(\n{code(test)}\n)", mode="eval")
+            tree = ast.parse(f"(\n{text}\n)", mode="eval")
         except SyntaxError:
             return None
         return self.facts.guard_of(tree.body)

@@ -127,6 +127,12 @@ class CallRewriting(ValueRewriting):
         """``torch.cuda.X(...)`` -> ``rule.to(...)``."""
         if not self.allowed(original, rule) or self._left(original, rule):
             return updated
+        context = self.contexts.get(id(original))
+        if rule.current and not original.args and context is not None and context.rule is self.rules.device and \
+                context.form == "object" and self.namable(original):
+            self.rewritten(original.func)
+            self.rewrote(original, rule)
+            return self.forms.device(self.holder(original))
         args = convert(rule, list(updated.args))
         if args is None:
             self.note(original, rule, f"{rule.match}() called with arguments that cannot be mapped to {rule.to}(); "

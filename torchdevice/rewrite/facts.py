@@ -19,7 +19,7 @@ from functools import cached_property
 from typing import Literal
 
 from torchdevice.rewrite.imports import ImportMap
-from torchdevice.rewrite.outline import Condition, Outline, Scope, Unit, blocks
+from torchdevice.rewrite.outline import Condition, Outline, Scope, Unit, binds_torch, blocks
 from torchdevice.rewrite.rule import RewriteRule
 from torchdevice.rewrite.rules import RuleSet
 
@@ -82,19 +82,27 @@ class Facts:
         return None
 
     def torch_ready(self, unit: Unit) -> bool:
-        """Is torch imported where ``unit`` runs (so that the accelerator can be named there)?"""
+        """Is torch imported where ``unit`` runs (so that the accelerator can be named there)? Code that runs
+        when the module is imported needs an unconditional module-level import before it."""
+        in_function = any(not isinstance(s, ast.ClassDef) for s in unit.scopes)
         if self.module_torch is not None:
-            index = self.module_torch[0]
-            return bool(unit.scopes) or unit.top > index or self.shape.statements[unit.top].defines
+            return in_function or unit.top > self.module_torch[0] or self.shape.statements[unit.top].defines
         if self.alias is None:
             return True  # ``import torch`` will be added before the first statement that needs it
-        for node in self.shape.imports:
-            if any(a.name == "torch" or a.asname is None and a.name.startswith("torch.")
-                   for a in getattr(node, "names", ()) if isinstance(node, ast.Import)):
-                if node.lineno < unit.start or unit.scopes and any(
-                        s.lineno <= node.lineno <= (s.end_lineno or s.lineno) for s in unit.scopes):
-                    return True
-        return False
+        return in_function and any(
+            binds_torch(node) and (self._module_level(node) or any(
+                s.lineno <= node.lineno <= (s.end_lineno or s.lineno) for s in unit.scopes))
+            for node in self.shape.imports)
+
+    def _module_level(self, node: ast.stmt) -> bool:
+        """Is this statement outside every function (module level, possibly under ``if``/``try``)?"""
+        return not any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and
+                       s.lineno <= node.lineno <= (s.end_lineno or s.lineno) for s in self._functions)
+
+    @cached_property
+    def _functions(self) -> list[ast.stmt]:
+        tree = self.shape.tree
+        return [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))] if tree else []
 
     # --- does an accelerator exist where this runs? ----------------------------------------------------
 
@@ -152,6 +160,12 @@ class Facts:
             return False
         values = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
         return self.rules.device.rule.match in values and self.rules.device.rule.cpu not in values
+
+    @property
+    def guard_words(self) -> tuple[str, ...]:
+        """Text a test must contain for ``guard_of`` to find anything in it."""
+        flags = (f.rpartition(".")[2] for f in self.flags)
+        return (self.rules.device.rule.match, "is_available", "device_count", *flags)
 
     # --- fallbacks for older torch releases ------------------------------------------------------------
 
@@ -303,6 +317,8 @@ class Facts:
     def launch_counts(self) -> set[str]:
         """Names assigned an accelerator count that a launcher uses as its number of processes."""
         names: set[str] = set()
+        if not any(name.rpartition(".")[2] in self.source for name in self.rules.launchers):
+            return names
         for _, qualified, call in self._references:
             rule = self.rules.launchers.get(qualified)
             if rule is None or call is None:

@@ -29,6 +29,17 @@ EMITTED = (
 """The APIs the rewritten code uses besides the rules' replacements (checked against torch versions)."""
 
 
+def idiom(alias: str = "torch", quote: str = '"') -> str:
+    """The idiom's source, with the module's name for torch and its quotes."""
+    return IDIOM.replace("torch.", alias + ".").replace('"', quote)
+
+
+def preferred_quote(source: str) -> str:
+    """The quote the module's strings mostly use (``'`` or ``"``), for the strings the rewrite writes."""
+    single, double = (len(re.findall(rf"[=(\[,:]\s*{q}", source)) for q in ("'", '"'))
+    return "'" if single > double else '"'
+
+
 @cache
 def expression(code: str) -> cst.BaseExpression:
     """Parse ``code`` once; the node is immutable and can appear in many trees."""
@@ -46,8 +57,9 @@ class Forms:
     level): the idiom is then written in place.
     """
 
-    def __init__(self, alias: str, helper: str | None, indent: str = "    ") -> None:
-        self.alias, self.helper, self.indent = alias, helper, indent
+    def __init__(self, alias: str, helper: str | None, indent: str = "    ", quote: str = '"') -> None:
+        self.alias, self.helper, self.indent, self.quote = alias, helper, indent, quote
+        self.idiom_code = idiom(alias, quote)
         self.made: dict[int, tuple[cst.CSTNode, str]] = {}
         """Nodes written here (kept alive, by id) -> what they are: ``device``, ``type``, ``available``..."""
         self.idioms: dict[int, cst.CSTNode] = {}
@@ -76,7 +88,7 @@ class Forms:
     @property
     def idiom(self) -> cst.BaseExpression:
         """The one-line idiom, parenthesized (``bare`` drops the parentheses where they are not needed)."""
-        node = parenthesized(self.torch(IDIOM))
+        node = parenthesized(expression(self.idiom_code))
         self.idioms[id(node)] = node
         return node
 
@@ -116,7 +128,7 @@ class Forms:
         if isinstance(value, (cst.IfExp, cst.Lambda)):
             value = parenthesized(value)
         test = cst.Comparison(self.device_type(holder), [
-            cst.ComparisonTarget(cst.Equal(), cst.SimpleString(f'"{device_type}"'))])
+            cst.ComparisonTarget(cst.Equal(), cst.SimpleString(f"{self.quote}{device_type}{self.quote}"))])
         self.made[id(test)] = (test, "test")
         return cst.IfExp(test=test, body=value, orelse=cst.Name("None"))
 

@@ -112,12 +112,13 @@ def _mentions(
     source: str, lines: list[str], words: tuple[str, ...], names: Iterable[str], sites: Iterable[int]
 ) -> list[int]:
     """Sorted numbers of the lines that contain one of ``words``, or one of ``names`` as a name
-    (``.record``: as an attribute), or one of the offsets ``sites``."""
+    (``.record``: as an attribute), or one of the offsets ``sites``; comment lines do not count."""
     parts = [re.escape(w) for w in words]
     parts += [(re.escape(n) if n[0] == "." else rf"(?<![\w.]){re.escape(n)}") + r"\b" for n in sorted(names)]
     starts = list(accumulate((len(line) for line in lines), initial=0))
     offsets = [found.start() for found in re.finditer("|".join(parts), source)]
-    return sorted({bisect_right(starts, offset) for offset in (*offsets, *sites)})
+    found = {bisect_right(starts, offset) for offset in (*offsets, *sites)}
+    return sorted(n for n in found if not lines[n - 1].lstrip().startswith("#"))
 
 
 def outline(

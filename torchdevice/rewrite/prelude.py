@@ -29,8 +29,8 @@ def helper_name(source: str) -> tuple[str, bool]:
         name = HELPER if i == 0 else f"{HELPER}_{i}"
         if not re.search(rf"\b{name}\b", source):
             return name, False
-        idiom = re.escape(IDIOM).replace("torch", r"\w+")
-        if re.search(rf"^{name} = {idiom}[ \t]*(#.*)?$", source, re.MULTILINE):
+        written = re.escape(IDIOM).replace("torch", r"\w+").replace('"', "[\"']")
+        if re.search(rf"^{name} = {written}[ \t]*(#.*)?$", source, re.MULTILINE):
             return name, True
     raise AssertionError("unreachable")
 
@@ -46,12 +46,12 @@ def placement(statements: Sequence[Statement], first_use: int, docstring: bool) 
     return after if torch is None else max(after, torch)
 
 
-def prelude(alias: str, helper: str | None, import_torch: bool, newline: str, top: bool) -> str:
+def prelude(forms: Forms, helper: str | None, import_torch: bool, newline: str, top: bool) -> str:
     """The text to insert after a statement (before the first one where ``top``): ``import torch`` and the
     helper definition, as asked, set off by blank lines."""
     parts = [f"import torch{newline}"] if import_torch else []
     if helper is not None:
-        definition = f"{helper} = {IDIOM.replace('torch.', alias + '.')}{newline}"
+        definition = f"{helper} = {forms.idiom_code}{newline}"
         parts.append(definition if top and not parts else newline + definition)
     text = "".join(parts)
     return text + newline if top and text else text

@@ -60,7 +60,7 @@ CHECKS: dict[str, str] = {
 
 _FIELDS: dict[str, set[str]] = {
     "call": {"to", "params", "args", "device_type", "without_accelerator", "result_methods", "group",
-             "accelerated_only"},
+             "accelerated_only", "current"},
     "context": {"group", "made_by"},
     "method": {"to", "params"},
     "device": {"cpu", "keywords", "type_keywords", "names", "methods", "arguments", "type_arguments", "options",
@@ -108,6 +108,9 @@ class RewriteRule:
     """call: methods of the created object that raise where no accelerator exists -> value there."""
     group: str = ""
     """call/context: the rules of a group are rewritten together in a file, or none of them."""
+    current: bool = False
+    """call: it gives the index of the current device; where a device is expected, the accelerator itself
+    (which stands for its current device) is written instead."""
     made_by: tuple[str, ...] = ()
     """context: the callables that make what it takes (``torch.cuda.Stream``)."""
     accelerated_only: bool = False

@@ -83,6 +83,7 @@ class RuleSet:
             if rule.group:
                 groups.setdefault(rule.group, []).append(rule)
         index = next((r for r in rules if r.kind == "index"), None)
+        values = tuple(ValueRule(r, re.compile(r.names)) for r in rules if r.kind in ("device", "backend"))
         return cls(
             by_code=by_code,
             calls=calls,
@@ -92,8 +93,8 @@ class RuleSet:
             launchers=kind("launcher"),
             reports=kind("report"),
             checks=kind("check"),
-            values=tuple(ValueRule(r, re.compile(r.names)) for r in rules if r.kind in ("device", "backend")),
-            device=ValueRule(devices[0], re.compile(devices[0].names)),
+            values=values,
+            device=next(v for v in values if v.rule.kind == "device"),
             index=None if index is None else ValueRule(index, re.compile(index.names)),
             groups={g: tuple(members) for g, members in groups.items()},
             triggers=tuple(sorted({t for t in map(_trigger, rules) if t})),

@@ -17,7 +17,7 @@ import libcst as cst
 
 from torchdevice.rewrite.base import Note
 from torchdevice.rewrite.facts import Facts
-from torchdevice.rewrite.forms import Forms
+from torchdevice.rewrite.forms import Forms, preferred_quote
 from torchdevice.rewrite.imports import ImportMap, RemoveImports
 from torchdevice.rewrite.outline import Outline, Unit, outline, outline_cst, parse_ast, split_lines
 from torchdevice.rewrite.prelude import Inline, helper_name, placement, prelude
@@ -63,7 +63,7 @@ def rewrite_source(source: str, rules: RuleSet, selection: Selection | None = No
     facts = Facts(shape, imports, rules, source)
     helper, defined = helper_name(source)
     inline = facts.module_torch is None and facts.alias is not None  # torch imported, but not at module level
-    forms = Forms(facts.alias or "torch", None if inline else helper, shape.indent)
+    forms = Forms(facts.alias or "torch", None if inline else helper, shape.indent, preferred_quote(source))
     rewriter = Rewriter(rules, facts, forms, selection or Selection(), suppressions(lines))
     codes: dict[Unit, str] = {}
     importing: dict[Unit, cst.Module] = {}  # units whose imports may go once all their uses are rewritten
@@ -123,7 +123,7 @@ def _prelude(
     docstring = tree is not None and bool(tree.body) and isinstance(tree.body[0], ast.Expr) and \
         isinstance(tree.body[0].value, ast.Constant) and isinstance(tree.body[0].value.value, str)
     after = placement(shape.statements, min(needs), docstring)
-    text = prelude(forms.alias, helper if any(uses.values()) else None, bool(imported), newline, after < 0)
+    text = prelude(forms, helper if any(uses.values()) else None, bool(imported), newline, after < 0)
     return (shape.statements[after].end if after >= 0 else shape.statements[0].start - 1), text
 
 
