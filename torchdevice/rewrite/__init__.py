@@ -9,6 +9,6 @@ helper. The rules are data: ``catalog/overlays/rewrite.yaml``, rendered into
 ``torchdevice_generated.rewrite_rules`` as ``rule.RewriteRule`` records.
 """
 
-REQUIRES_TORCH = (2, 9)
+REQUIRES_TORCH = (2, 10)
 """The oldest torch release whose API has everything the rewritten code uses (checked by the tests
 against the API of each release)."""

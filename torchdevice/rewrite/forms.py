@@ -8,6 +8,7 @@ the idiom itself. Every ``torch.…`` written uses the module's own name for tor
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import cache
 from typing import Literal, cast
 
@@ -22,11 +23,27 @@ Quote = Literal['"', "'", '"""', "'''"]
 IDIOM = 'torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")'
 """The accelerator present (CUDA, MPS, XPU...), or the CPU."""
 
-EMITTED = (
-    "torch.accelerator.current_accelerator(check_available)", "torch.device", "torch.device.type",
-    "torch.Stream.__enter__",
-)
-"""The APIs the rewritten code uses besides the rules' replacements (checked against torch versions)."""
+EMITTED = ("torch.accelerator.current_accelerator(check_available)", "torch.device", "torch.device.type")
+"""The APIs the rewritten code uses besides the rules' own (see ``apis``)."""
+
+
+def apis(rules: Iterable[RewriteRule]) -> set[str]:
+    """Every torch API the rewritten code can use: names (``torch.Stream``), methods (``torch.Stream.__enter__``,
+    what ``with stream:`` calls) and keyword parameters (``torch.amp.custom_fwd(device_type)``)."""
+    found = set(EMITTED)
+    for rule in rules:
+        if rule.kind in ("call", "backend"):
+            found.add(rule.to)
+        if rule.kind == "call":
+            if rule.device_type == "keyword":
+                found.add(f"{rule.to}(device_type)")
+            if rule.args == "keywords":
+                found.update(f"{rule.to}({p})" for p in rule.params)
+        if rule.kind == "context":
+            found.update(f"{r.to}.__enter__" for r in rules if r.match in rule.made_by)
+        for code in (rule.without_accelerator, *rule.result_methods.values()):
+            found.update(re.findall(r"\btorch(?:\.\w+)+", code or ""))
+    return found
 
 
 def idiom(alias: str = "torch", quote: str = '"') -> str:
