@@ -578,7 +578,7 @@ RULES: tuple[RewriteRule, ...] = (
         name='cuda-only-branch',
         code='TD903',
         kind='check',
-        doc='kept because the code it guards uses CUDA-only APIs; left as is',
+        doc='kept, because what it guards stays CUDA-specific; left as is',
         match='cuda-only-branch',
     ),
     RewriteRule(

@@ -14,7 +14,7 @@ from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from torchdevice.rewrite.facts import Facts, Holder, scopes_within
 from torchdevice.rewrite.forms import Forms
 from torchdevice.rewrite.imports import ImportMap, root_name
-from torchdevice.rewrite.outline import Unit
+from torchdevice.rewrite.outline import Scope, Unit
 from torchdevice.rewrite.rule import RewriteRule
 from torchdevice.rewrite.rules import RuleSet, ValueRule
 from torchdevice.rewrite.selection import Selection, suppressed
@@ -121,11 +121,13 @@ class RewriterBase(cst.CSTTransformer):
     # --- traversal hooks ---------------------------------------------------------------------------------
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        self.depth += id(node) in self.accelerated_nodes
+        if self.accelerated_nodes and id(node) in self.accelerated_nodes:
+            self.depth += 1
         return super().on_visit(node)
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
-        self.depth -= id(original_node) in self.accelerated_nodes
+        if self.accelerated_nodes and id(original_node) in self.accelerated_nodes:
+            self.depth -= 1
         result = super().on_leave(original_node, updated_node)
         if result is not updated_node:
             self.changed = True
@@ -145,17 +147,21 @@ class RewriterBase(cst.CSTTransformer):
         where = self.positions[node]  # type: ignore[index]
         return where.start.line + self.offset, where.start.column + 1, where.end.line + self.offset
 
+    def scopes(self, node: cst.CSTNode) -> tuple[Scope, ...]:
+        """The functions and classes around ``node``, outermost first."""
+        line = self.span(node)[0]
+        return self.unit.scopes + scopes_within(self.unit.nodes, line)
+
     def holder(self, node: cst.CSTNode) -> Holder | None:
         """The program's own name for its device where ``node`` is, if it has one."""
         if not self.facts.holders:
             return None
-        line = self.span(node)[0]
-        return self.facts.holder_at(line, self.unit.scopes + scopes_within(self.unit.nodes, line))
+        return self.facts.holder_at(self.span(node)[0], self.scopes(node))
 
     def namable(self, node: cst.CSTNode, in_string: bool = False) -> bool:
         """Can the accelerator be named at ``node``? Not where torch is imported only after it runs, nor in an
         f-string where it would be the idiom itself (its quotes); reported there."""
-        if not self.facts.torch_ready(self.unit):
+        if not self.torch_ready(node):
             self.check(node, "no-torch", code(node).strip()[:40])
             return False
         if in_string and not self.forms.helper and self.holder(node) is None:
@@ -163,6 +169,10 @@ class RewriterBase(cst.CSTTransformer):
                                                     "where torch is not imported at module level")
             return False
         return True
+
+    def torch_ready(self, node: cst.CSTNode) -> bool:
+        """Is torch imported where ``node`` runs?"""
+        return self.facts.torch_ready(self.unit, self.unit.scopes) or self.facts.torch_ready(self.unit, self.scopes(node))
 
     def guard_of(self, test: cst.BaseExpression) -> bool | None:
         """``Facts.guard_of`` for a libcst expression."""

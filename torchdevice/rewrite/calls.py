@@ -381,9 +381,24 @@ class CallRewriting(ValueRewriting):
         if not checks:
             return
         stays = self.cuda_only(guarded)
+        if stays is None and not self.torch_ready(node) and self._names_cuda(guarded):
+            stays = f'"{self.rules.device.rule.match}", which cannot be rewritten here'  # the pair stays together
         if stays is not None:
             self.kept.update(id(c) for c in checks)
             self.check(checks[0], "cuda-only-branch", f"{self.rules.available.match}() guarding {stays}")
+
+    def _names_cuda(self, node: cst.CSTNode) -> bool:
+        """Does ``node`` hold the string ``"cuda"`` (or ``"cuda:N"``)?"""
+        match = self.rules.device.rule.match
+        found = []
+
+        class Strings(cst.CSTVisitor):
+            def visit_SimpleString(self, string: cst.SimpleString) -> None:
+                value = string_value(string)
+                found.append(value is not None and (value == match or value.startswith(match + ":")))
+
+        node.visit(Strings())
+        return any(found)
 
     def requirement(self, node: cst.CSTNode, test: cst.BaseExpression) -> bool:
         """``assert torch.cuda.is_available()``, ``if not torch.cuda.is_available(): raise``: the checks in ``test``

@@ -81,17 +81,17 @@ class Facts:
                         return a.asname or "torch"
         return None
 
-    def torch_ready(self, unit: Unit) -> bool:
-        """Is torch imported where ``unit`` runs (so that the accelerator can be named there)? Code that runs
-        when the module is imported needs an unconditional module-level import before it."""
-        in_function = any(not isinstance(s, ast.ClassDef) for s in unit.scopes)
+    def torch_ready(self, unit: Unit, scopes: tuple[Scope, ...]) -> bool:
+        """Is torch imported where code of ``unit`` inside ``scopes`` runs (so that the accelerator can be named
+        there)? Code that runs when the module is imported needs an unconditional module-level import before it."""
+        in_function = any(not isinstance(s, ast.ClassDef) for s in scopes)
         if self.module_torch is not None:
             return in_function or unit.top > self.module_torch[0] or self.shape.statements[unit.top].defines
         if self.alias is None:
             return True  # ``import torch`` will be added before the first statement that needs it
         return in_function and any(
             binds_torch(node) and (self._module_level(node) or any(
-                s.lineno <= node.lineno <= (s.end_lineno or s.lineno) for s in unit.scopes))
+                s.lineno <= node.lineno <= (s.end_lineno or s.lineno) for s in scopes))
             for node in self.shape.imports)
 
     def _module_level(self, node: ast.stmt) -> bool:

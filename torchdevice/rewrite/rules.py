@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache, cached_property
 
 from torchdevice.rewrite.rule import RewriteRule
@@ -60,6 +60,8 @@ class RuleSet:
     """Class name -> methods guarded on its objects (``Event`` -> ``record``...), from ``result_methods``."""
     available: RewriteRule
     """The rule rewriting the CUDA check (``torch.cuda.is_available`` -> ``torch.accelerator.is_available``)."""
+    looked_up: dict[str, RewriteRule | None] = field(default_factory=dict, repr=False, compare=False)
+    """``lookup``'s answers so far."""
 
     @classmethod
     def build(cls, rules: Iterable[RewriteRule]) -> RuleSet:
@@ -106,16 +108,17 @@ class RuleSet:
 
     def lookup(self, qualified: str) -> RewriteRule | None:
         """The rule for a reference to ``qualified``: its own rule, else the report covering it, else None."""
-        for table in (self.calls, self.contexts, self.reports):
-            if qualified in table:
-                return table[qualified]
-        best: RewriteRule | None = None
-        for rule in self.reports.values():
-            if rule.prefix and qualified.startswith(rule.match + ".") and (
-                best is None or len(rule.match) > len(best.match)
-            ):
-                best = rule
-        return best
+        if qualified in self.looked_up:
+            return self.looked_up[qualified]
+        found = self.calls.get(qualified) or self.contexts.get(qualified) or self.reports.get(qualified)
+        if found is None:
+            for rule in self.reports.values():
+                if rule.prefix and qualified.startswith(rule.match + ".") and (
+                    found is None or len(rule.match) > len(found.match)
+                ):
+                    found = rule
+        self.looked_up[qualified] = found
+        return found
 
     def reaches(self, qualified: str) -> bool:
         """Is something with a rule reached through ``qualified`` (``torch.cuda.amp`` -> ``autocast``)?"""
@@ -155,7 +158,10 @@ def _trigger(rule: RewriteRule) -> str | None:
     if rule.kind in ("index", "check", "launcher"):
         return None  # an index, a comparison or a launcher matter only next to "cuda" or "nccl"
     parts = rule.match.split(".")
-    return next((p for p in parts if "cud" in p), parts[-1])
+    cuda = next((p for p in parts if "cud" in p), None)
+    if cuda is not None:
+        return cuda
+    return parts[-1] + "(" if rule.kind == "report" and rule.keywords else parts[-1]  # a call is reported
 
 
 @cache

@@ -240,7 +240,8 @@ class Rewriter(CallRewriting):
     def visit_Comparison(self, node: cst.Comparison) -> None:
         """``device == "cuda"``, ``"cuda" in device``, ``device.type in ("cuda", "xpu")``, ``backend == "nccl"``
         are left as is (a CUDA-only branch stays CUDA-only) and reported: they are false on other devices."""
-        if id(node) in self.ours:
+        if id(node) in self.ours or not any(_literal(side) for side in (node.left, *(
+                t.comparator for t in node.comparisons))):
             return
         left = node.left
         for target in node.comparisons:
@@ -268,16 +269,23 @@ class Rewriter(CallRewriting):
                 return
 
     def visit_SimpleString(self, node: cst.SimpleString) -> None:
-        self._command_text(node, string_value(node))
+        self._command_text(node, node.value)
 
     def visit_FormattedStringText(self, node: cst.FormattedStringText) -> None:
         self._command_text(node, node.value)
 
-    def _command_text(self, node: cst.CSTNode, value: str | None) -> None:
+    def _command_text(self, node: cst.CSTNode, text: str) -> None:
         """``"python train.py --device cuda"``: a command line that picks CUDA."""
-        found = _COMMAND_LINE.search(value) if value is not None and "--" in value else None
+        found = _COMMAND_LINE.search(text) if "--" in text else None
         if found is not None:
             self.check(node, "command-line", found.group(0))
+
+
+def _literal(node: cst.CSTNode) -> bool:
+    """Is ``node`` a string, or a tuple, list or set with one (what a comparison with "cuda" needs)?"""
+    if isinstance(node, (cst.Tuple, cst.List, cst.Set)):
+        return any(isinstance(e.value, cst.SimpleString) for e in node.elements)
+    return isinstance(node, cst.SimpleString)
 
 
 def _lists(node: cst.CSTNode, value: str) -> bool:
