@@ -172,7 +172,8 @@ class RewriterBase(cst.CSTTransformer):
 
     def torch_ready(self, node: cst.CSTNode) -> bool:
         """Is torch imported where ``node`` runs?"""
-        return self.facts.torch_ready(self.unit, self.unit.scopes) or self.facts.torch_ready(self.unit, self.scopes(node))
+        return self.facts.torch_ready(self.unit, self.unit.scopes) or self.facts.torch_ready(
+            self.unit, self.scopes(node))
 
     def guard_of(self, test: cst.BaseExpression) -> bool | None:
         """``Facts.guard_of`` for a libcst expression."""
@@ -196,7 +197,8 @@ class RewriterBase(cst.CSTTransformer):
         first, _, last = self.span(node)
         return not suppressed(self.suppressions, range(first, last + 1), rule.code)
 
-    def rewrote(self, node: cst.CSTNode, rule: RewriteRule) -> None:
+    def rewrote(self, rule: RewriteRule) -> None:
+        """A site was rewritten by ``rule``."""
         self.sites[rule.code] += 1
 
     def note(self, node: cst.CSTNode, rule: RewriteRule, message: str) -> None:
@@ -239,9 +241,7 @@ class RewriterBase(cst.CSTTransformer):
         return holder.with_changes(value=self.forms.bare(value))
 
     def chains(self, node: cst.CSTNode) -> list[tuple[cst.BaseExpression, str]]:
+        """The names and attribute chains in ``node`` that resolve to qualified names, with them."""
         visitor = _Chains(self)
         node.visit(visitor)
         return visitor.found
-
-    def chains_with_rules(self, node: cst.CSTNode) -> list[str]:
-        return [q for _, q in self.chains(node) if self.rules.lookup(q) is not None]

@@ -6,6 +6,7 @@ written only where the code does not already run only with an accelerator."""
 from __future__ import annotations
 
 import libcst as cst
+import libcst.matchers as m
 
 from torchdevice.rewrite.arguments import comma, convert, keyword_arg, with_commas
 from torchdevice.rewrite.rule import RewriteRule
@@ -74,7 +75,7 @@ class CallRewriting(ValueRewriting):
         result = self._rewrite_call(original_node, updated_node)
         rule = self.launch_values.get(id(original_node))
         if rule is not None and self.allowed(original_node, rule):
-            self.rewrote(original_node, rule)
+            self.rewrote(rule)
             return cst.Call(cst.Name("max"), [cst.Arg(result, comma=comma()), cst.Arg(cst.Integer("1"))])
         return result
 
@@ -131,7 +132,7 @@ class CallRewriting(ValueRewriting):
         if rule.current and not original.args and context is not None and context.rule is self.rules.device and \
                 context.form == "object" and self.namable(original):
             self.rewritten(original.func)
-            self.rewrote(original, rule)
+            self.rewrote(rule)
             return self.forms.device(self.holder(original))
         args = convert(rule, list(updated.args))
         if args is None:
@@ -144,7 +145,7 @@ class CallRewriting(ValueRewriting):
         elif rule.device_type == "keyword":
             args.insert(sum(1 for a in args if a.keyword is None), self.device_type_arg(rule, original))
         self.rewritten(original.func)
-        self.rewrote(original, rule)
+        self.rewrote(rule)
         new = self.forms.call(rule, updated, with_commas(args, updated.args))
         return self.guard(original, new, rule.without_accelerator)
 
@@ -157,7 +158,7 @@ class CallRewriting(ValueRewriting):
         if not self.allowed(original, rule) or self._left(original, rule):
             return updated
         self.rewritten(original.func)
-        self.rewrote(original, rule)
+        self.rewrote(rule)
         return updated.args[0].value
 
     def _method(self, rule: RewriteRule, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
@@ -192,7 +193,7 @@ class CallRewriting(ValueRewriting):
         else:
             value = self._method_device(original, device[0].value, device[1].value)
             first = device[1].with_changes(value=value, keyword=None, equal=cst.MaybeSentinel.DEFAULT)
-        self.rewrote(original, rule)
+        self.rewrote(rule)
         func = updated.func.with_changes(attr=cst.Name(rule.to))  # type: ignore[attr-defined]
         return updated.with_changes(func=func, args=with_commas([first, *rest], updated.args))
 
@@ -218,7 +219,7 @@ class CallRewriting(ValueRewriting):
         if index is not None:
             if not self.allowed(original, rule):
                 return updated
-            self.rewrote(original, rule)
+            self.rewrote(rule)
             return self.forms.indexed(self.holder(original), index)
         what = self.forms.what(value)
         if what in ("type", "collapsed type"):
@@ -255,7 +256,7 @@ class CallRewriting(ValueRewriting):
             value = arg.value
             if name in rule.keywords and not self._only_on(value) and \
                     not (isinstance(value, cst.Name) and value.value == "None"):
-                self.rewrote(original, rule)
+                self.rewrote(rule)
                 arg = arg.with_changes(value=self.forms.only_on(self.holder(original), value,
                                                                 self.rules.device.rule.match))
             args.append(arg)
@@ -264,7 +265,7 @@ class CallRewriting(ValueRewriting):
     def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> cst.Arg:
         rule = self.index_args.get(id(original_node.value))
         if rule is not None and self.allowed(original_node, rule):
-            self.rewrote(original_node, rule)
+            self.rewrote(rule)
             updated_node = updated_node.with_changes(
                 value=self.forms.indexed(self.holder(original_node), updated_node.value))
         return self.unparenthesized(updated_node)
@@ -390,15 +391,8 @@ class CallRewriting(ValueRewriting):
     def _names_cuda(self, node: cst.CSTNode) -> bool:
         """Does ``node`` hold the string ``"cuda"`` (or ``"cuda:N"``)?"""
         match = self.rules.device.rule.match
-        found = []
-
-        class Strings(cst.CSTVisitor):
-            def visit_SimpleString(self, string: cst.SimpleString) -> None:
-                value = string_value(string)
-                found.append(value is not None and (value == match or value.startswith(match + ":")))
-
-        node.visit(Strings())
-        return any(found)
+        return any(value == match or value.startswith(match + ":")
+                   for value in map(string_value, m.findall(node, m.SimpleString())) if value is not None)
 
     def requirement(self, node: cst.CSTNode, test: cst.BaseExpression) -> bool:
         """``assert torch.cuda.is_available()``, ``if not torch.cuda.is_available(): raise``: the checks in ``test``
@@ -421,34 +415,23 @@ class CallRewriting(ValueRewriting):
 
     def available_calls(self, test: cst.BaseExpression, counts: bool = False) -> list[cst.Call]:
         wanted = {self.rules.available.match} | (self.facts.counts if counts else set())
-        return [c for c in _calls(test) if self.imports.resolve(c.func) in wanted]
+        return [c for c in m.findall(test, m.Call()) if isinstance(c, cst.Call)
+                and self.imports.resolve(c.func) in wanted]
 
 
-def _calls(node: cst.CSTNode) -> list[cst.Call]:
-    found: list[cst.Call] = []
-
-    class Calls(cst.CSTVisitor):
-        def visit_Call(self, call: cst.Call) -> None:
-            found.append(call)
-
-    node.visit(Calls())
-    return found
+def _last(block: cst.BaseSuite) -> cst.CSTNode | None:
+    """The last small statement of a block."""
+    last = block.body[-1] if block.body else None
+    return last.body[-1] if isinstance(last, cst.SimpleStatementLine) else last
 
 
 def _ends_block(block: cst.BaseSuite) -> bool:
     """Does the block end with ``return``, ``raise``, ``continue`` or ``break``?"""
-    body = block.body
-    last = body[-1] if body else None
-    if isinstance(last, cst.SimpleStatementLine):
-        last = last.body[-1]
-    return isinstance(last, (cst.Return, cst.Raise, cst.Continue, cst.Break))
+    return isinstance(_last(block), (cst.Return, cst.Raise, cst.Continue, cst.Break))
 
 
 def exits(block: cst.BaseSuite) -> bool:
     """Does the block end by raising or leaving the program (``sys.exit``)?"""
-    body = block.body
-    last = body[-1] if body else None
-    if isinstance(last, cst.SimpleStatementLine):
-        last = last.body[-1]
+    last = _last(block)
     return isinstance(last, cst.Raise) or isinstance(last, cst.Expr) and isinstance(last.value, cst.Call) and \
         code(last.value.func) in _EXITS

@@ -29,7 +29,6 @@ Form = Literal["object", "string"]
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _OWN_SCOPE = (*_SCOPES, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
-_EXITS = ("exit", "sys.exit", "os._exit", "quit")
 _VERSION = re.compile(r"version|_g[et]_|greater|less|hasattr|torch_\d|TORCH_\d", re.IGNORECASE)
 """What a test choosing between torch releases looks like."""
 
@@ -327,17 +326,6 @@ class Facts:
             if isinstance(count, ast.Name):
                 names.add(count.id)
         return names
-
-    def requirement(self, test: ast.expr, body: list[ast.stmt] | None) -> bool:
-        """``assert <CUDA check>`` (``body`` None) or ``if not <CUDA check>: raise``: the program needs CUDA."""
-        if not any(isinstance(n, ast.Call) and self.imports.resolve_ast(n.func) in self.available | self.counts
-                   for n in ast.walk(test)):
-            return False
-        if body is None:
-            return True
-        last = body[-1]
-        return isinstance(last, ast.Raise) or isinstance(last, ast.Expr) and isinstance(last.value, ast.Call) \
-            and ast.unparse(last.value.func) in _EXITS
 
 
 def _argument(call: ast.Call, params: tuple[str, ...], name: str) -> ast.expr | None:

@@ -90,3 +90,7 @@ class Inline(cst.CSTTransformer):
 
     def leave_Return(self, original_node, updated_node):
         return self._bare(updated_node)
+
+    def leave_Param(self, original_node, updated_node):
+        default = updated_node.default
+        return updated_node if default is None else updated_node.with_changes(default=self.forms.bare(default))

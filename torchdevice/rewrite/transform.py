@@ -90,11 +90,11 @@ class Rewriter(CallRewriting):
             return updated
         if id(original) in self.decorators and rule.device_type != "none":
             self.rewritten(original)
-            self.rewrote(original, rule)
+            self.rewrote(rule)
             return cst.Call(self.forms.torch(rule.to), [self.device_type_arg(rule, original)])
         if is_rename(rule):
             self.rewritten(original)
-            self.rewrote(original, rule)
+            self.rewrote(rule)
             return self.forms.torch(rule.to)
         self.note(original, rule, f"{qualified} is used here without being called; left as is")
         return updated

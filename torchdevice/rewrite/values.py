@@ -87,7 +87,7 @@ class ValueRewriting(RewriterBase):
         if rule.kind == "backend":
             if value != rule.match or not self.allowed(original_node, rule) or not self.namable(original_node):
                 return updated_node
-            self.rewrote(original_node, rule)
+            self.rewrote(rule)
             return self.forms.backend(rule, self.holder(original_node))
         if value == rule.match:
             return self._device_value(original_node, context, None)
@@ -100,7 +100,7 @@ class ValueRewriting(RewriterBase):
         if not raw.startswith(rule.match + ":") or not self.allowed(original_node, rule) or \
                 not self.namable(original_node, in_string=True):
             return updated_node
-        self.rewrote(original_node, rule)  # "cuda:1" kept as a string: f"{<type>}:1"
+        self.rewrote(rule)  # "cuda:1" kept as a string: f"{<type>}:1"
         return self.forms.typed_string(self.holder(original_node), original_node.quote, original_node.prefix,
                                        raw[len(rule.match):])
 
@@ -118,7 +118,7 @@ class ValueRewriting(RewriterBase):
             first.value == match or first.value.startswith(match + ":")
         ) or not self.allowed(original_node, context.rule.rule) or not self.namable(original_node, in_string=True):
             return updated_node
-        self.rewrote(original_node, context.rule.rule)
+        self.rewrote(context.rule.rule)
         rest = first.value[len(match):]
         parts: list[cst.BaseFormattedStringContent] = [
             cst.FormattedStringExpression(self.forms.device_type(self.holder(original_node)))]
@@ -182,7 +182,7 @@ class ValueRewriting(RewriterBase):
             return original
         holder = self.holder(original)
         if index is None or context.form == "object":
-            self.rewrote(original, rule)
+            self.rewrote(rule)
             if index is not None:
                 return self.forms.indexed(holder, index)
             return self.forms.device(holder) if context.form == "object" else self.forms.device_type(holder)
@@ -190,7 +190,7 @@ class ValueRewriting(RewriterBase):
         if quote in code(index):
             self.note(original, rule, "left as is: this device string cannot be written as an f-string")
             return original
-        self.rewrote(original, rule)
+        self.rewrote(rule)
         return cst.FormattedString([
             cst.FormattedStringExpression(self.forms.device_type(holder)), cst.FormattedStringText(":"),
             cst.FormattedStringExpression(index)], start="f" + quote, end=quote)
@@ -216,7 +216,7 @@ class ValueRewriting(RewriterBase):
         if id(original_node) in self.finishing:
             subject = self.device_type_of(updated_node)
             if subject is not None:
-                self.rewrote(original_node, self.rules.device.rule)
+                self.rewrote(self.rules.device.rule)
                 return self.forms.finished_type(subject)
         gated = self.version_gate(original_node, (original_node.body, original_node.orelse),
                                   (updated_node.body, updated_node.orelse))
@@ -244,9 +244,8 @@ class ValueRewriting(RewriterBase):
         collapsed = self.collapse(updated_node.test, assign.value, other.value)
         if collapsed is None:
             return updated_node
-        single = line.with_changes(leading_lines=updated_node.leading_lines,
-                                   body=[self.idiom_value(assign.with_changes(value=collapsed))])
-        return single
+        return line.with_changes(leading_lines=updated_node.leading_lines,
+                                 body=[self.idiom_value(assign.with_changes(value=collapsed))])
 
     def collapse(
         self, test: cst.BaseExpression, body: cst.BaseExpression, orelse: cst.BaseExpression
@@ -293,7 +292,7 @@ class ValueRewriting(RewriterBase):
         keep = [False] * len(originals)
         if self.facts.gate_test(code(node.test)):  # type: ignore[attr-defined]
             agnostic = [any(self.facts.agnostic_name(q) for _, q in self.chains(o)) for o in originals]
-            cuda = [bool(self.chains_with_rules(o)) for o in originals]
+            cuda = [any(self.rules.lookup(q) is not None for _, q in self.chains(o)) for o in originals]
             keep = [cuda[i] and any(agnostic[j] for j in range(len(originals)) if j != i) for i in range(len(keep))]
         if not any(keep):
             same = len({code(u) for u in updated}) == 1 and len({code(o) for o in originals}) > 1
