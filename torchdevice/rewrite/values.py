@@ -85,6 +85,8 @@ class ValueRewriting(RewriterBase):
             return updated_node
         rule = context.rule.rule
         if rule.kind == "backend":
+            if value != rule.match and rule.match in value:
+                self.note(original_node, rule, f"{value!r} names {rule.match} for some devices; left as is")
             if value != rule.match or not self.allowed(original_node, rule) or not self.namable(original_node):
                 return updated_node
             self.rewrote(rule)
