@@ -36,7 +36,8 @@ def main(checkpoint):
     weights = [torch.zeros(8, device=local_rank) for _ in range(dist.get_world_size())]
     dist.all_gather(weights, ddp.module.weight.detach()[0])
     assert all(torch.equal(weights[0], w) for w in weights), "replicas diverged"
-    print(f"rank {dist.get_rank()} of {dist.get_world_size()} done on {x.device.type}", flush=True)
+    sys.stdout.write(f"rank {dist.get_rank()} of {dist.get_world_size()} done on {x.device.type}\n")  # one write
+    sys.stdout.flush()
     dist.destroy_process_group()
 
 
