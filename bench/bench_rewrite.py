@@ -2,7 +2,8 @@
 
 The package is fetched once with ``pip download`` into ``.bench/`` (never installed); without a
 network the benchmark reports itself skipped. Each run is a fresh ``python -m torchdevice rewrite``
-process, timed wall-clock from start to exit.
+process, timed wall-clock from start to exit. A ``--diff`` run adds what the rewrite does to the
+tree: sites rewritten and reported, and lines added per rewritten site.
 """
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ from pathlib import Path
 PACKAGE = "transformers==5.23.0"
 CACHE = Path(__file__).resolve().parent.parent / ".bench"
 TREE = CACHE / PACKAGE.replace("==", "-")
-_SUMMARY = re.compile(r"(\d+) files? scanned in [\d.]+s: (\d+) would be rewritten, (\d+) unchanged, (\d+) skipped")
+_SUMMARY = re.compile(
+    r"(\d+) files? scanned in [\d.]+s: (\d+) would be rewritten, (\d+) unchanged, (\d+) without CUDA code, "
+    r"(\d+) skipped, (\d+) failed; (\d+) sites rewritten, (\d+) reported"
+)
 
 
 def source_tree() -> Path | None:
@@ -39,18 +43,24 @@ def source_tree() -> Path | None:
     return target
 
 
-def check(tree: Path, jobs: int) -> dict:
+def check(tree: Path, jobs: int, mode: str = "--check") -> dict:
     start = time.perf_counter()
     result = subprocess.run(
-        [sys.executable, "-m", "torchdevice", "rewrite", "--check", "--jobs", str(jobs), str(tree)],
+        [sys.executable, "-m", "torchdevice", "rewrite", mode, "--jobs", str(jobs), str(tree)],
         capture_output=True, text=True,
     )
     seconds = time.perf_counter() - start
     found = _SUMMARY.search(result.stderr)
     if result.returncode not in (0, 1) or found is None:
         raise RuntimeError(f"rewrite failed ({result.returncode}): {result.stderr[-2000:]}")
-    files, changed, unchanged, skipped = map(int, found.groups())
-    return {"seconds": round(seconds, 3), "files": files, "parsed": changed + unchanged, "would_change": changed}
+    files, changed, unchanged, clean, skipped, failed, sites, reported = map(int, found.groups())
+    row = {"seconds": round(seconds, 3), "files": files, "parsed": changed + unchanged, "would_change": changed,
+           "skipped": skipped, "failed": failed, "sites": sites, "reported": reported}
+    if mode == "--diff":
+        changes = [line for line in result.stdout.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+        added = sum(1 if line[0] == "+" else -1 for line in changes)
+        row.update(lines_added=added, lines_per_site=round(added / max(sites, 1), 3))
+    return row
 
 
 def run():
@@ -63,3 +73,4 @@ def run():
         best = min(runs, key=lambda r: r["seconds"])
         yield {"name": f"check_transformers_jobs{jobs}", **best, "all_seconds": [r["seconds"] for r in runs],
                "package": PACKAGE}
+    yield {"name": "diff_transformers", **check(tree, 2, "--diff"), "package": PACKAGE}

@@ -8,13 +8,17 @@ from torchdevice.rewrite.rule import RewriteRule
 RULES: tuple[RewriteRule, ...] = (
     RewriteRule(
         name='device-string',
+        code='TD101',
         kind='device',
-        doc='"cuda", "cuda:N", torch.device("cuda") where a device is expected name the accelerator',
+        doc=(
+            '"cuda", "cuda:N", torch.device("cuda") where a device is expected name the '
+            'accelerator'
+        ),
         match='cuda',
         cpu='cpu',
         keywords=('map_location',),
         type_keywords=('device_type',),
-        names='(?i)^(\\w*_)?(dev|device)(_\\w*)?$',
+        names='(?i)^(\\w*_)?(dev|device|loc|location)(_(?!types$)\\w*)?$',
         methods=('to',),
         arguments={
             'torch.set_default_device': 0,
@@ -31,19 +35,301 @@ RULES: tuple[RewriteRule, ...] = (
         },
         options=('add_argument',),
         lookups=('get', 'getenv', 'setdefault'),
+        unindexed='map_location|torch\\.load|(\\w*_)?loc(ation)?',
     ),
     RewriteRule(
         name='cuda-method',
+        code='TD102',
         kind='method',
-        doc='x.cuda() and x.cuda(N) on tensors and modules become x.to(<accelerator>)',
+        doc=(
+            'x.cuda() and x.cuda(N) on tensors and modules become x.to(<accelerator>) and '
+            'x.to(<accelerator N>)'
+        ),
         match='cuda',
         to='to',
         params=('device', 'non_blocking', 'memory_format'),
     ),
     RewriteRule(
+        name='device-index',
+        code='TD104',
+        kind='index',
+        doc=(
+            'an integer where a device is expected (model.to(local_rank)) is CUDA device N; '
+            'it becomes accelerator N'
+        ),
+        match='index',
+        keywords=('device',),
+        names=(
+            '(?i)^(\\w*_)?(local_rank|rank|gpu|gpu_id|gpu_idx|gpu_index|device_id|device_idx|device_index)$'
+        ),
+        methods=('to',),
+    ),
+    RewriteRule(
+        name='cuda-is-available',
+        code='TD201',
+        kind='call',
+        doc='torch.cuda.is_available() becomes torch.accelerator.is_available()',
+        match='torch.cuda.is_available',
+        to='torch.accelerator.is_available',
+    ),
+    RewriteRule(
+        name='cuda-device-count',
+        code='TD202',
+        kind='call',
+        doc=(
+            'torch.cuda.device_count() becomes torch.accelerator.device_count() (0 without an '
+            'accelerator)'
+        ),
+        match='torch.cuda.device_count',
+        to='torch.accelerator.device_count',
+    ),
+    RewriteRule(
+        name='cuda-current-device',
+        code='TD203',
+        kind='call',
+        doc=(
+            'torch.cuda.current_device() becomes torch.accelerator.current_device_index(), 0 '
+            'without an accelerator; where a device is expected '
+            '(x.to(torch.cuda.current_device())), the accelerator'
+        ),
+        match='torch.cuda.current_device',
+        to='torch.accelerator.current_device_index',
+        without_accelerator='0',
+        current=True,
+    ),
+    RewriteRule(
+        name='cuda-set-device',
+        code='TD204',
+        kind='call',
+        doc=(
+            'torch.cuda.set_device(i) becomes torch.accelerator.set_device_index(i), skipped '
+            'without an accelerator'
+        ),
+        match='torch.cuda.set_device',
+        to='torch.accelerator.set_device_index',
+        params=('device',),
+        args='positional',
+        without_accelerator='None',
+    ),
+    RewriteRule(
+        name='cuda-synchronize',
+        code='TD205',
+        kind='call',
+        doc=(
+            'torch.cuda.synchronize() becomes torch.accelerator.synchronize(), skipped '
+            'without an accelerator'
+        ),
+        match='torch.cuda.synchronize',
+        to='torch.accelerator.synchronize',
+        params=('device',),
+        args='positional',
+        without_accelerator='None',
+    ),
+    RewriteRule(
+        name='cuda-empty-cache',
+        code='TD206',
+        kind='call',
+        doc=(
+            'torch.cuda.empty_cache() becomes torch.accelerator.empty_cache(), skipped '
+            'without an accelerator'
+        ),
+        match='torch.cuda.empty_cache',
+        to='torch.accelerator.empty_cache',
+        without_accelerator='None',
+    ),
+    RewriteRule(
+        name='cuda-memory-allocated',
+        code='TD207',
+        kind='call',
+        doc=(
+            'torch.cuda.memory_allocated() becomes torch.accelerator.memory_allocated(), 0 '
+            'without an accelerator'
+        ),
+        match='torch.cuda.memory_allocated',
+        to='torch.accelerator.memory_allocated',
+        params=('device',),
+        args='positional',
+        without_accelerator='0',
+    ),
+    RewriteRule(
+        name='cuda-max-memory-allocated',
+        code='TD208',
+        kind='call',
+        doc=(
+            'torch.cuda.max_memory_allocated() -> torch.accelerator.max_memory_allocated(), 0 '
+            'without one'
+        ),
+        match='torch.cuda.max_memory_allocated',
+        to='torch.accelerator.max_memory_allocated',
+        params=('device',),
+        args='positional',
+        without_accelerator='0',
+    ),
+    RewriteRule(
+        name='cuda-memory-reserved',
+        code='TD209',
+        kind='call',
+        doc=(
+            'torch.cuda.memory_reserved() becomes torch.accelerator.memory_reserved(), 0 '
+            'without an accelerator'
+        ),
+        match='torch.cuda.memory_reserved',
+        to='torch.accelerator.memory_reserved',
+        params=('device',),
+        args='positional',
+        without_accelerator='0',
+    ),
+    RewriteRule(
+        name='cuda-max-memory-reserved',
+        code='TD210',
+        kind='call',
+        doc=(
+            'torch.cuda.max_memory_reserved() -> torch.accelerator.max_memory_reserved(), 0 '
+            'without one'
+        ),
+        match='torch.cuda.max_memory_reserved',
+        to='torch.accelerator.max_memory_reserved',
+        params=('device',),
+        args='positional',
+        without_accelerator='0',
+    ),
+    RewriteRule(
+        name='cuda-memory-stats',
+        code='TD211',
+        kind='call',
+        doc=(
+            'torch.cuda.memory_stats() becomes torch.accelerator.memory_stats(), {} without '
+            'an accelerator'
+        ),
+        match='torch.cuda.memory_stats',
+        to='torch.accelerator.memory_stats',
+        params=('device',),
+        args='positional',
+        without_accelerator='{}',
+    ),
+    RewriteRule(
+        name='cuda-mem-get-info',
+        code='TD212',
+        kind='call',
+        doc=(
+            'torch.cuda.mem_get_info() becomes torch.accelerator.get_memory_info(), (0, 0) '
+            'without an accelerator'
+        ),
+        match='torch.cuda.mem_get_info',
+        to='torch.accelerator.get_memory_info',
+        params=('device',),
+        args='positional',
+        without_accelerator='(0, 0)',
+    ),
+    RewriteRule(
+        name='cuda-reset-peak-memory-stats',
+        code='TD213',
+        kind='call',
+        doc=(
+            'torch.cuda.reset_peak_memory_stats() -> '
+            'torch.accelerator.reset_peak_memory_stats(), if there is one'
+        ),
+        match='torch.cuda.reset_peak_memory_stats',
+        to='torch.accelerator.reset_peak_memory_stats',
+        params=('device',),
+        args='positional',
+        without_accelerator='None',
+    ),
+    RewriteRule(
+        name='cuda-reset-max-memory-allocated',
+        code='TD214',
+        kind='call',
+        doc=(
+            'torch.cuda.reset_max_memory_allocated() (deprecated) -> '
+            'torch.accelerator.reset_peak_memory_stats()'
+        ),
+        match='torch.cuda.reset_max_memory_allocated',
+        to='torch.accelerator.reset_peak_memory_stats',
+        params=('device',),
+        args='positional',
+        without_accelerator='None',
+    ),
+    RewriteRule(
+        name='cuda-reset-accumulated-memory-stats',
+        code='TD215',
+        kind='call',
+        doc=(
+            'torch.cuda.reset_accumulated_memory_stats() -> '
+            'torch.accelerator.reset_accumulated_memory_stats()'
+        ),
+        match='torch.cuda.reset_accumulated_memory_stats',
+        to='torch.accelerator.reset_accumulated_memory_stats',
+        params=('device',),
+        args='positional',
+        without_accelerator='None',
+    ),
+    RewriteRule(
+        name='cuda-device',
+        code='TD216',
+        kind='call',
+        doc=(
+            'with torch.cuda.device(i) becomes with torch.accelerator.device_index(i) where '
+            'an accelerator is known to be present; elsewhere it is left (device_index raises '
+            'without an accelerator)'
+        ),
+        match='torch.cuda.device',
+        to='torch.accelerator.device_index',
+        params=('device',),
+        args='positional',
+        accelerated_only=True,
+    ),
+    RewriteRule(
+        name='cuda-amp-autocast',
+        code='TD301',
+        kind='call',
+        doc='torch.cuda.amp.autocast(...) becomes torch.amp.autocast(<device type>, ...)',
+        match='torch.cuda.amp.autocast',
+        to='torch.amp.autocast',
+        params=('enabled', 'dtype', 'cache_enabled'),
+        args='keywords',
+        device_type='first',
+    ),
+    RewriteRule(
+        name='cuda-amp-grad-scaler',
+        code='TD302',
+        kind='call',
+        doc='torch.cuda.amp.GradScaler(...) becomes torch.amp.GradScaler(<device type>, ...)',
+        match='torch.cuda.amp.GradScaler',
+        to='torch.amp.GradScaler',
+        device_type='first',
+    ),
+    RewriteRule(
+        name='cuda-amp-custom-fwd',
+        code='TD303',
+        kind='call',
+        doc=(
+            'torch.cuda.amp.custom_fwd becomes torch.amp.custom_fwd(device_type=<device '
+            'type>)'
+        ),
+        match='torch.cuda.amp.custom_fwd',
+        to='torch.amp.custom_fwd',
+        device_type='keyword',
+    ),
+    RewriteRule(
+        name='cuda-amp-custom-bwd',
+        code='TD304',
+        kind='call',
+        doc=(
+            'torch.cuda.amp.custom_bwd becomes torch.amp.custom_bwd(device_type=<device '
+            'type>)'
+        ),
+        match='torch.cuda.amp.custom_bwd',
+        to='torch.amp.custom_bwd',
+        device_type='keyword',
+    ),
+    RewriteRule(
         name='nccl-backend',
+        code='TD401',
         kind='backend',
-        doc='"nccl" where a process-group backend is expected becomes the default backend of the accelerator',
+        doc=(
+            '"nccl" where a process-group backend is expected becomes the default backend of '
+            'the accelerator'
+        ),
         match='nccl',
         to='torch.distributed.get_default_backend_for_device',
         cpu='gloo',
@@ -58,194 +344,36 @@ RULES: tuple[RewriteRule, ...] = (
     ),
     RewriteRule(
         name='ddp-device-ids',
+        code='TD402',
         kind='argument',
-        doc='DistributedDataParallel device_ids/output_device name CUDA devices, kept on CUDA, None elsewhere',
+        doc=(
+            'DistributedDataParallel device_ids/output_device name CUDA devices, kept on '
+            'CUDA, None elsewhere'
+        ),
         match='torch.nn.parallel.DistributedDataParallel',
         params=('module', 'device_ids', 'output_device'),
         keywords=('device_ids', 'output_device'),
     ),
     RewriteRule(
-        name='cuda-is-available',
-        kind='call',
-        doc='torch.cuda.is_available() becomes torch.accelerator.is_available()',
-        match='torch.cuda.is_available',
-        to='torch.accelerator.is_available',
-    ),
-    RewriteRule(
-        name='cuda-device-count',
-        kind='call',
-        doc='torch.cuda.device_count() becomes torch.accelerator.device_count() (0 without an accelerator)',
-        match='torch.cuda.device_count',
-        to='torch.accelerator.device_count',
-    ),
-    RewriteRule(
-        name='cuda-current-device',
-        kind='call',
-        doc='torch.cuda.current_device() becomes torch.accelerator.current_device_index(), 0 without an accelerator',
-        match='torch.cuda.current_device',
-        to='torch.accelerator.current_device_index',
-        without_accelerator='0',
-    ),
-    RewriteRule(
-        name='cuda-set-device',
-        kind='call',
-        doc='torch.cuda.set_device(i) becomes torch.accelerator.set_device_index(i), skipped without an accelerator',
-        match='torch.cuda.set_device',
-        to='torch.accelerator.set_device_index',
-        params=('device',),
-        args='positional',
-        without_accelerator='None',
-    ),
-    RewriteRule(
-        name='cuda-synchronize',
-        kind='call',
-        doc='torch.cuda.synchronize() becomes torch.accelerator.synchronize(), skipped without an accelerator',
-        match='torch.cuda.synchronize',
-        to='torch.accelerator.synchronize',
-        params=('device',),
-        args='positional',
-        without_accelerator='None',
-    ),
-    RewriteRule(
-        name='cuda-empty-cache',
-        kind='call',
-        doc='torch.cuda.empty_cache() becomes torch.accelerator.empty_cache(), skipped without an accelerator',
-        match='torch.cuda.empty_cache',
-        to='torch.accelerator.empty_cache',
-        without_accelerator='None',
-    ),
-    RewriteRule(
-        name='cuda-memory-allocated',
-        kind='call',
-        doc='torch.cuda.memory_allocated() becomes torch.accelerator.memory_allocated(), 0 without an accelerator',
-        match='torch.cuda.memory_allocated',
-        to='torch.accelerator.memory_allocated',
-        params=('device',),
-        args='positional',
-        without_accelerator='0',
-    ),
-    RewriteRule(
-        name='cuda-max-memory-allocated',
-        kind='call',
-        doc='torch.cuda.max_memory_allocated() -> torch.accelerator.max_memory_allocated(), 0 without one',
-        match='torch.cuda.max_memory_allocated',
-        to='torch.accelerator.max_memory_allocated',
-        params=('device',),
-        args='positional',
-        without_accelerator='0',
-    ),
-    RewriteRule(
-        name='cuda-memory-reserved',
-        kind='call',
-        doc='torch.cuda.memory_reserved() becomes torch.accelerator.memory_reserved(), 0 without an accelerator',
-        match='torch.cuda.memory_reserved',
-        to='torch.accelerator.memory_reserved',
-        params=('device',),
-        args='positional',
-        without_accelerator='0',
-    ),
-    RewriteRule(
-        name='cuda-max-memory-reserved',
-        kind='call',
-        doc='torch.cuda.max_memory_reserved() -> torch.accelerator.max_memory_reserved(), 0 without one',
-        match='torch.cuda.max_memory_reserved',
-        to='torch.accelerator.max_memory_reserved',
-        params=('device',),
-        args='positional',
-        without_accelerator='0',
-    ),
-    RewriteRule(
-        name='cuda-memory-stats',
-        kind='call',
-        doc='torch.cuda.memory_stats() becomes torch.accelerator.memory_stats(), {} without an accelerator',
-        match='torch.cuda.memory_stats',
-        to='torch.accelerator.memory_stats',
-        params=('device',),
-        args='positional',
-        without_accelerator='{}',
-    ),
-    RewriteRule(
-        name='cuda-mem-get-info',
-        kind='call',
-        doc='torch.cuda.mem_get_info() becomes torch.accelerator.get_memory_info(), (0, 0) without an accelerator',
-        match='torch.cuda.mem_get_info',
-        to='torch.accelerator.get_memory_info',
-        params=('device',),
-        args='positional',
-        without_accelerator='(0, 0)',
-    ),
-    RewriteRule(
-        name='cuda-reset-peak-memory-stats',
-        kind='call',
-        doc='torch.cuda.reset_peak_memory_stats() -> torch.accelerator.reset_peak_memory_stats(), if there is one',
-        match='torch.cuda.reset_peak_memory_stats',
-        to='torch.accelerator.reset_peak_memory_stats',
-        params=('device',),
-        args='positional',
-        without_accelerator='None',
-    ),
-    RewriteRule(
-        name='cuda-current-stream',
-        kind='call',
-        doc='torch.cuda.current_stream() -> torch.accelerator.current_stream(), a CPU stream without one',
-        match='torch.cuda.current_stream',
-        to='torch.accelerator.current_stream',
-        params=('device',),
-        args='positional',
-        without_accelerator='torch.Stream()',
-    ),
-    RewriteRule(
-        name='cuda-manual-seed',
-        kind='call',
-        doc='torch.cuda.manual_seed(s) becomes torch.manual_seed(s), which seeds every device',
-        match='torch.cuda.manual_seed',
-        to='torch.manual_seed',
-    ),
-    RewriteRule(
-        name='cuda-manual-seed-all',
-        kind='call',
-        doc='torch.cuda.manual_seed_all(s) becomes torch.manual_seed(s), which seeds every device',
-        match='torch.cuda.manual_seed_all',
-        to='torch.manual_seed',
-    ),
-    RewriteRule(
-        name='cuda-amp-autocast',
-        kind='call',
-        doc='torch.cuda.amp.autocast(...) becomes torch.amp.autocast(<device type>, ...)',
-        match='torch.cuda.amp.autocast',
-        to='torch.amp.autocast',
-        params=('enabled', 'dtype', 'cache_enabled'),
-        args='keywords',
-        device_type='first',
-    ),
-    RewriteRule(
-        name='cuda-amp-grad-scaler',
-        kind='call',
-        doc='torch.cuda.amp.GradScaler(...) becomes torch.amp.GradScaler(<device type>, ...)',
-        match='torch.cuda.amp.GradScaler',
-        to='torch.amp.GradScaler',
-        device_type='first',
-    ),
-    RewriteRule(
-        name='cuda-amp-custom-fwd',
-        kind='call',
-        doc='torch.cuda.amp.custom_fwd becomes torch.amp.custom_fwd(device_type=<device type>)',
-        match='torch.cuda.amp.custom_fwd',
-        to='torch.amp.custom_fwd',
-        device_type='keyword',
-    ),
-    RewriteRule(
-        name='cuda-amp-custom-bwd',
-        kind='call',
-        doc='torch.cuda.amp.custom_bwd becomes torch.amp.custom_bwd(device_type=<device type>)',
-        match='torch.cuda.amp.custom_bwd',
-        to='torch.amp.custom_bwd',
-        device_type='keyword',
+        name='spawn-processes',
+        code='TD403',
+        kind='launcher',
+        doc=(
+            'mp.spawn(nprocs=<number of accelerators>) starts no process (and exits 0) '
+            'without an accelerator: the count becomes at least 1'
+        ),
+        match='torch.multiprocessing.spawn',
+        params=('fn', 'args', 'nprocs'),
+        keywords=('nprocs',),
     ),
     RewriteRule(
         name='cuda-event',
+        code='TD501',
         kind='call',
-        doc='torch.cuda.Event -> torch.Event; without an accelerator record() is skipped, elapsed_time() is NaN',
+        doc=(
+            'torch.cuda.Event -> torch.Event; without an accelerator record() is skipped, '
+            'elapsed_time() is NaN'
+        ),
         match='torch.cuda.Event',
         to='torch.Event',
         params=('enable_timing', 'blocking', 'interprocess'),
@@ -257,18 +385,234 @@ RULES: tuple[RewriteRule, ...] = (
     ),
     RewriteRule(
         name='cuda-stream',
+        code='TD502',
         kind='call',
-        doc='torch.cuda.Stream(...) becomes torch.Stream(...)',
+        doc=(
+            'torch.cuda.Stream(...) becomes torch.Stream(...), with every '
+            'torch.cuda.stream(s) of the file'
+        ),
         match='torch.cuda.Stream',
         to='torch.Stream',
         params=('device', 'priority'),
         args='keywords',
+        group='streams',
+    ),
+    RewriteRule(
+        name='cuda-stream-context',
+        code='TD503',
+        kind='context',
+        doc=(
+            'with torch.cuda.stream(s) becomes with s (a torch.Stream is its own context), '
+            'with torch.cuda.Stream'
+        ),
+        match='torch.cuda.stream',
+        group='streams',
+        made_by=('torch.cuda.Stream',),
+    ),
+    RewriteRule(
+        name='cuda-set-stream',
+        code='TD504',
+        kind='call',
+        doc=(
+            'torch.cuda.set_stream(s) becomes torch.accelerator.set_stream(s), with '
+            'torch.cuda.Stream'
+        ),
+        match='torch.cuda.set_stream',
+        to='torch.accelerator.set_stream',
+        group='streams',
+    ),
+    RewriteRule(
+        name='cuda-current-stream',
+        code='TD505',
+        kind='call',
+        doc=(
+            'torch.cuda.current_stream() -> torch.accelerator.current_stream(), a CPU stream '
+            'without one'
+        ),
+        match='torch.cuda.current_stream',
+        to='torch.accelerator.current_stream',
+        params=('device',),
+        args='positional',
+        without_accelerator='torch.Stream()',
     ),
     RewriteRule(
         name='cuda-out-of-memory-error',
+        code='TD506',
         kind='call',
         doc='torch.cuda.OutOfMemoryError becomes torch.OutOfMemoryError',
         match='torch.cuda.OutOfMemoryError',
         to='torch.OutOfMemoryError',
+    ),
+    RewriteRule(
+        name='cuda-manual-seed',
+        code='TD801',
+        kind='report',
+        doc=(
+            'seeds CUDA only and does nothing elsewhere (torch.manual_seed seeds every '
+            'device, the CPU included); left as is'
+        ),
+        match='torch.cuda.manual_seed',
+    ),
+    RewriteRule(
+        name='cuda-manual-seed-all',
+        code='TD802',
+        kind='report',
+        doc=(
+            'seeds CUDA only and does nothing elsewhere (torch.manual_seed seeds every '
+            'device, the CPU included); left as is'
+        ),
+        match='torch.cuda.manual_seed_all',
+    ),
+    RewriteRule(
+        name='cuda-is-bf16-supported',
+        code='TD803',
+        kind='report',
+        doc=(
+            "a dtype chosen by CUDA's bfloat16 support: False without CUDA, so other "
+            'accelerators get the fallback dtype; left as is'
+        ),
+        match='torch.cuda.is_bf16_supported',
+    ),
+    RewriteRule(
+        name='sdp-kernel',
+        code='TD804',
+        kind='report',
+        doc=(
+            'CUDA attention-backend switch (deprecated); torch.nn.attention.sdpa_kernel is '
+            'its device-agnostic form, but the backends chosen may not exist on other '
+            'devices; left as is'
+        ),
+        match='torch.backends.cuda.sdp_kernel',
+    ),
+    RewriteRule(
+        name='training-arguments-precision',
+        code='TD805',
+        kind='report',
+        doc=(
+            'mixed-precision setting chosen for CUDA (bf16, fp16, tf32): it needs that '
+            'support on the device the program runs on; left as is'
+        ),
+        match='transformers.TrainingArguments',
+        keywords=('bf16', 'fp16', 'tf32', 'bf16_full_eval', 'fp16_full_eval'),
+    ),
+    RewriteRule(
+        name='cuda-graph',
+        code='TD806',
+        kind='report',
+        doc=(
+            'CUDA graph capture; torch.accelerator.Graph (capture with `with graph:`, '
+            'replay()) is its device-agnostic form where the accelerator supports graphs; '
+            'left as is'
+        ),
+        match='torch.cuda.CUDAGraph',
+    ),
+    RewriteRule(
+        name='cuda-graph-context',
+        code='TD807',
+        kind='report',
+        doc=(
+            'CUDA graph capture context; `with g:` of a torch.accelerator.Graph is its '
+            'device-agnostic form where the accelerator supports graphs; left as is'
+        ),
+        match='torch.cuda.graph',
+    ),
+    RewriteRule(
+        name='cuda-device-capability',
+        code='TD808',
+        kind='report',
+        doc=(
+            'CUDA compute capability (major, minor); '
+            'torch.accelerator.get_device_capability() describes the accelerator as a dict of '
+            'supported features instead; left as is'
+        ),
+        match='torch.cuda.get_device_capability',
+    ),
+    RewriteRule(
+        name='cuda-backend-setting',
+        code='TD809',
+        kind='report',
+        doc=(
+            'CUDA backend setting (TF32, SDPA kernels, cuBLAS, cuFFT); no effect on other '
+            'devices; left as is'
+        ),
+        match='torch.backends.cuda',
+        prefix=True,
+    ),
+    RewriteRule(
+        name='cudnn-setting',
+        code='TD810',
+        kind='report',
+        doc='cuDNN setting; no effect on other devices; left as is',
+        match='torch.backends.cudnn',
+        prefix=True,
+    ),
+    RewriteRule(
+        name='cuda-namespace',
+        code='TD899',
+        kind='report',
+        doc='no device-agnostic equivalent in torch.accelerator or torch (2.13); left as is',
+        match='torch.cuda',
+        prefix=True,
+    ),
+    RewriteRule(
+        name='cuda-comparison',
+        code='TD901',
+        kind='check',
+        doc=(
+            'it tells CUDA apart from every other device, so what it selects stays CUDA-only; '
+            'left as is'
+        ),
+        match='comparison',
+    ),
+    RewriteRule(
+        name='cuda-requirement',
+        code='TD902',
+        kind='check',
+        doc=(
+            'the program requires CUDA here; an accelerator check would accept other devices '
+            'and fail later; left as is'
+        ),
+        match='requirement',
+    ),
+    RewriteRule(
+        name='cuda-only-branch',
+        code='TD903',
+        kind='check',
+        doc='kept, because what it guards stays CUDA-specific; left as is',
+        match='cuda-only-branch',
+    ),
+    RewriteRule(
+        name='version-gate',
+        code='TD904',
+        kind='check',
+        doc='a fallback for torch versions without the device-agnostic API; left as is',
+        match='version-gate',
+    ),
+    RewriteRule(
+        name='cuda-command-line',
+        code='TD905',
+        kind='check',
+        doc=(
+            'a command line that selects CUDA; the program it starts decides the device; left '
+            'as is'
+        ),
+        match='command-line',
+    ),
+    RewriteRule(
+        name='dynamic-cuda',
+        code='TD906',
+        kind='check',
+        doc='CUDA reached through a string or a star import cannot be followed; left as is',
+        match='dynamic',
+    ),
+    RewriteRule(
+        name='torch-not-imported',
+        code='TD907',
+        kind='check',
+        doc=(
+            'torch is not imported (unconditionally, at module level) before this runs, so '
+            'the accelerator cannot be named here; left as is'
+        ),
+        match='no-torch',
     ),
 )

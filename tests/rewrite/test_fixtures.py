@@ -1,4 +1,5 @@
-"""Golden fixtures: ``fixtures/<rule>[-case].in.py`` rewrites to ``.out.py``, with the notes in ``.notes``."""
+"""Golden fixtures: ``fixtures/<rule>[-case].in.py`` rewrites to ``.out.py``, with the reports in ``.notes``
+(``line:column: CODE message``)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ def _stem(case):
 
 
 def _notes(result) -> str:
-    return "".join(f"{n.line}: {n.message}\n" for n in result.notes)
+    return "".join(f"{n.line}:{n.column}: {n.code} {n.message}\n" for n in result.notes)
 
 
 @pytest.mark.parametrize("case", CASES, ids=_stem)
@@ -36,7 +37,7 @@ def test_idempotent(case):
     once = rewrite_source(case.read_text(encoding="utf-8"), default())
     twice = rewrite_source(once.code, default())
     assert twice.code == once.code
-    assert {n.message for n in twice.notes} <= {n.message for n in once.notes}
+    assert {(n.code, n.message) for n in twice.notes} <= {(n.code, n.message) for n in once.notes}
 
 
 @pytest.mark.parametrize("case", CASES, ids=_stem)

@@ -1,19 +1,25 @@
-"""The rewrite rules agree with the catalog: what they call exists and accepts the arguments they write."""
+"""The rewrite rules agree with the catalog and the installed torch: what they call exists and accepts the
+arguments they write; each rule checks itself and bad records are reported with file and line."""
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
 import textwrap
 
 import pytest
+import torch
 from torchdevice_generated.rewrite_rules import RULES
 
-from codegen.load import load, load_list
+from codegen import schema
+from codegen.load import CATALOG_DIR, load, load_list
 from codegen.schema import CatalogError
 from torchdevice.rewrite.rule import RewriteRule
 from torchdevice.rewrite.rules import RuleSet, default
 from torchdevice.rewrite.source import rewrite_source
+
+OVERLAY = CATALOG_DIR / "overlays" / "rewrite.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -53,14 +59,22 @@ def _rewritten_call(source: str) -> ast.Call:
     """The last call expression statement of the rewritten ``source`` (guards unwrapped)."""
     tree = ast.parse(rewrite_source(source, default()).code)
     node = tree.body[-1]
-    if isinstance(node, ast.If):
-        node = node.body[0]
+    while isinstance(node, ast.If):
+        node = node.body[-1]
     assert isinstance(node, ast.Expr), ast.unparse(node)
     call = node.value
     return call.body if isinstance(call, ast.IfExp) else call  # type: ignore[return-value]
 
 
 CALL_RULES = [r for r in RULES if r.kind == "call"]
+
+
+def _calling(rule, values: str) -> str:
+    """A module calling ``rule.match`` with ``values``; where the rule rewrites only code that runs with an
+    accelerator, under a CUDA check."""
+    if rule.accelerated_only:
+        return f"import torch\nif torch.cuda.is_available():\n    {rule.match}({values})\n"
+    return f"import torch\n{rule.match}({values})\n"
 
 
 @pytest.mark.parametrize("rule", CALL_RULES, ids=lambda r: r.name)
@@ -79,7 +93,7 @@ def test_call_rule_writes_calls_its_replacement_accepts(rule, catalog):
         values = ", ".join(f"a{i}" for i in range(count))
         if not _binds(ast.parse(f"f({values})").body[0].value, original):  # type: ignore[attr-defined]
             continue  # not a valid call of the CUDA API either
-        call = _rewritten_call(f"import torch\n{rule.match}({values})\n")
+        call = _rewritten_call(_calling(rule, values))
         assert ast.unparse(call.func) == rule.to
         assert _binds(call, replacement), f"{ast.unparse(call)} does not fit {rule.to}{replacement}"
 
@@ -117,33 +131,91 @@ def test_rule_set_indexes_the_table():
     rules = RuleSet.build(RULES)
     assert set(rules.calls) == {r.match for r in RULES if r.kind == "call"}
     assert set(rules.arguments) == {r.match for r in RULES if r.kind == "argument"}
-    assert rules.in_namespace("torch.cuda.amp") and not rules.in_namespace("torch.cudax")
+    assert set(rules.by_code) == {r.code for r in RULES}
+    assert rules.lookup("torch.cuda.synchronize").code == "TD205"
+    assert rules.lookup("torch.cuda.nvtx.range_push").code == "TD899"  # the report covering torch.cuda
+    assert rules.lookup("torch.backends.cuda.sdp_kernel").code == "TD804"  # the narrowest report wins
+    assert rules.lookup("torch.cudax") is None and rules.lookup("torch.nn.Linear") is None
     assert rules.may_apply(b"x.cuda()") and not rules.may_apply(b"x.to('mps')")
 
 
-def test_rule_fields_must_fit_the_kind():
-    with pytest.raises(ValueError, match="'backend-x'.*'methods' does not apply to kind 'backend'"):
-        RewriteRule(name="backend-x", kind="backend", doc="", match="nccl", to="f", methods=("to",))
-    with pytest.raises(ValueError, match="'call-x'.*needs 'to'"):
-        RewriteRule(name="call-x", kind="call", doc="", match="torch.cuda.x")
-    with pytest.raises(ValueError, match="'argument-x'.*needs 'keywords', each one of 'params'"):
-        RewriteRule(name="argument-x", kind="argument", doc="", match="torch.f", params=("a",), keywords=("b",))
+def test_codes_are_unique():
+    with pytest.raises(ValueError, match="'a' and 'b' share code TD101"):
+        RuleSet.build([dataclasses.replace(RULES[0], name="a"), dataclasses.replace(RULES[0], name="b")])
+    lines: dict[str, int] = {}
+    for node in schema.compose(OVERLAY).value:  # type: ignore[union-attr]
+        code = next(v.value for k, v in node.value if k.value == "code")
+        assert code not in lines, f"{OVERLAY}:{schema.line_of(node)}: code {code} also at line {lines[code]}"
+        lines[code] = schema.line_of(node)
 
 
-def test_unknown_torch_name_is_reported_with_file_and_line(tmp_path):
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"kind": "backend", "match": "nccl", "to": "f", "names": "x", "methods": ("to",)},
+     "'methods' does not apply to kind 'backend'"),
+    ({"kind": "call", "match": "torch.cuda.x"}, "needs 'to'"),
+    ({"kind": "argument", "match": "torch.f", "params": ("a",), "keywords": ("b",)},
+     "needs 'keywords', each one of 'params'"),
+    ({"kind": "call", "match": "torch.cuda.x", "to": "torch.y", "code": "TD1"}, "code 'TD1' is not TD and three"),
+    ({"kind": "device", "match": "cuda", "names": "(unclosed"}, "names '\\(unclosed' is not a regular expression"),
+    ({"kind": "check", "match": "vibes"}, "check 'vibes' is not one of comparison, requirement"),
+    ({"kind": "context", "match": "torch.cuda.stream", "group": "streams"}, "needs 'group' and 'made_by'"),
+    ({"kind": "call", "match": "torch.cuda.x", "to": "torch.y", "without_accelerator": "0 +"},
+     "'0 \\+' is not a Python expression"),
+    ({"kind": "report", "match": "cuda"}, "match 'cuda' is not a qualified name"),
+])
+def test_a_rule_checks_itself(fields, message):
+    with pytest.raises(ValueError, match=message):
+        RewriteRule(**{"name": "x", "code": "TD100", "doc": "", **fields})
+
+
+def test_bad_records_are_reported_with_file_and_line(tmp_path):
     path = tmp_path / "rewrite.yaml"
     path.write_text(textwrap.dedent("""\
         - name: fine
+          code: TD205
           kind: call
           doc: a rule
           match: torch.cuda.synchronize
           to: torch.accelerator.synchronize
         - name: typo
+          code: TD206
           kind: call
           doc: a rule
           match: torch.cuda.synchronise
           to: torch.accelerator.synchronize
+        - name: pattern
+          code: TD101
+          kind: device
+          doc: a rule
+          match: cuda
+          names: "(dev"
     """))
-    message = r"rewrite\.yaml:6 \(entry typo\): unknown torch name 'torch\.cuda\.synchronise'"
+    known = {"torch.cuda.synchronize", "torch.accelerator.synchronize"}
+    message = r"rewrite\.yaml:7 \(entry typo\): unknown torch name 'torch\.cuda\.synchronise'"
     with pytest.raises(CatalogError, match=message):
-        load_list(path, RewriteRule, {"torch.cuda.synchronize", "torch.accelerator.synchronize"})
+        load_list(path, RewriteRule, known)
+    path.write_text(path.read_text().replace("synchronise", "synchronize"))
+    with pytest.raises(CatalogError, match=r"rewrite\.yaml:13: rewrite rule 'pattern': names '\(dev' is not a regular"):
+        load_list(path, RewriteRule, known)
+
+
+# Public torch.accelerator APIs no CUDA construct maps to, and why.
+_NO_CUDA_FORM = {
+    "current_accelerator": "what the rewritten code names the accelerator with",
+    "current_device_idx": "deprecated alias of current_device_index",
+    "set_device_idx": "deprecated alias of set_device_index",
+    "empty_host_cache": "torch.cuda has no host-cache call of that name",
+}
+
+
+def test_every_torch_accelerator_api_is_known_to_the_rules():
+    """The reports stay current with the installed torch: each torch.accelerator API is the replacement of a
+    rule or named by a report, and a torch.cuda function of the same name is never called "without equivalent"."""
+    mentioned = " ".join(f"{r.to} {r.doc}" for r in RULES)
+    public = [n for n in dir(torch.accelerator) if not n.startswith("_")
+              and getattr(getattr(torch.accelerator, n), "__module__", "").startswith("torch.accelerator")]
+    assert [n for n in public if n not in _NO_CUDA_FORM and f"torch.accelerator.{n}" not in mentioned] == []
+    generic = default().lookup("torch.cuda.no_such_function")
+    assert generic is not None
+    same_name = [n for n in public if hasattr(torch.cuda, n) and default().lookup(f"torch.cuda.{n}") is generic]
+    assert same_name == []

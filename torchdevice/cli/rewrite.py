@@ -1,4 +1,4 @@
-"""``torchdevice rewrite PATH... [--check | --diff | --write] [--jobs N] [--exclude GLOB]``."""
+"""``torchdevice rewrite PATH... [--check | --diff | --write] [--select CODES] [--ignore CODES] ...``."""
 
 from __future__ import annotations
 
@@ -8,31 +8,41 @@ import sys
 
 EPILOG = """\
 what changes:
-  "cuda", "cuda:N", torch.device("cuda"), .cuda()  -> the accelerator present, CPU where there is none,
-      through one helper added per file:
-      _DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")
-      A value the program keeps stays of its type: device = "cuda" becomes device = _DEVICE.type
-      (a string: "cuda", "mps", "cpu"), so tests such as "cuda" in device keep working; such
-      tests are left as is (a CUDA-only branch stays CUDA-only) and reported.
+  "cuda", "cuda:N", torch.device("cuda"), .cuda(), .to(local_rank)  -> the accelerator present (its
+      device N), the CPU where there is none, named once: the program's own device where it has one
+      (device = torch.device("cuda" if torch.cuda.is_available() else "cpu") becomes the one-line
+      idiom torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")),
+      else a helper _DEVICE = <idiom> after the imports. A value the program keeps stays a string:
+      device = "cuda" becomes device = _DEVICE.type ("cuda", "mps", "cpu").
   torch.cuda.is_available/synchronize/memory_allocated/...  -> torch.accelerator equivalents,
-      guarded where they need an accelerator
+      guarded (if torch.accelerator.is_available(): ...) unless the code already runs only with one
   torch.cuda.amp.autocast/GradScaler  -> torch.amp with the accelerator's type
-  torch.cuda.Event/Stream -> torch.Event/Stream;  torch.cuda.manual_seed(_all) -> torch.manual_seed
-  "nccl" -> torch.distributed.get_default_backend_for_device(_DEVICE)
-  DistributedDataParallel(m, device_ids=[i], output_device=i)  -> device_ids=[i] if
-      _DEVICE.type == "cuda" else None, the same for output_device: DDP rejects them off CUDA
-  What cannot be rewritten safely is left as is and reported as PATH:LINE: message.
+  torch.cuda.Event/Stream, with torch.cuda.stream(s) -> torch.Event/Stream, with s
+  "nccl" -> torch.distributed.get_default_backend_for_device(<accelerator>)
+  DistributedDataParallel(device_ids=[i], output_device=i)  -> kept on CUDA, None elsewhere
+  mp.spawn(nprocs=<number of GPUs>)  -> at least one process
+  Left as is and reported as PATH:LINE:COLUMN: CODE why: CUDA requirements, version gates, tests
+  against "cuda", CUDA-only settings and APIs, seeds of CUDA alone, mixed-precision choices.
+
+rules (codes for --select, --ignore, [tool.torchdevice] and `# torchdevice: ignore[CODE]`):
+{rules}
+
+configuration: [tool.torchdevice] in the pyproject.toml above the given paths (select, ignore,
+  exclude, max-file-size, timeout); options given here override it.
 
 exit status:
   0    nothing to change (or, with --write, all changes written)
   1    some files would change (default, --check, --diff)
-  123  some files could not be read, decoded as UTF-8 or parsed; the others were processed
+  2    bad options or configuration
+  123  some files could not be read, decoded, parsed or written; the others were processed
 """
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    from torchdevice_generated.rewrite_rules import RULES
+
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = EPILOG
+    parser.epilog = EPILOG.format(rules="\n".join(f"  {r.code}  {r.name}" for r in RULES))
     parser.add_argument("paths", nargs="+", metavar="PATH", help="files, or directories to search for *.py files")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--check", dest="mode", action="store_const", const="check",
@@ -41,32 +51,77 @@ def configure(parser: argparse.ArgumentParser) -> None:
                       help="print a unified diff of the changes")
     mode.add_argument("--write", dest="mode", action="store_const", const="write", help="rewrite files in place")
     parser.set_defaults(mode="check")
-    parser.add_argument("-j", "--jobs", type=_positive, default=os.cpu_count() or 1, metavar="N",
+    parser.add_argument("--select", metavar="CODES", help="comma-separated rule codes or prefixes to apply (TD1,TD205)")
+    parser.add_argument("--ignore", metavar="CODES", help="comma-separated rule codes or prefixes not to apply")
+    parser.add_argument("--config", metavar="FILE", help="a pyproject.toml to read [tool.torchdevice] from")
+    parser.add_argument("-j", "--jobs", type=_positive(int), default=os.cpu_count() or 1, metavar="N",
                         help="parallel processes (default: the number of CPUs)")
-    parser.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+    parser.add_argument("--exclude", action="append", default=None, metavar="GLOB",
                         help="skip files and directories whose name or relative path matches (repeatable); "
                              "virtual environments, .git, __pycache__ and site-packages are always skipped")
+    parser.add_argument("--max-file-size", type=_positive(int), metavar="BYTES",
+                        help="set aside larger files unread (default: 1000000)")
+    parser.add_argument("--timeout", type=_positive(float), metavar="SECONDS",
+                        help="give up a file still being rewritten after this long (default: 60)")
 
 
 def run(args: argparse.Namespace) -> int:
     import time
+    from pathlib import Path
 
-    from torchdevice.rewrite import report
+    from torchdevice.rewrite import config, report
     from torchdevice.rewrite.files import discover
-    from torchdevice.rewrite.jobs import rewrite_files
+    from torchdevice.rewrite.jobs import Options, rewrite_files
+    from torchdevice.rewrite.rules import default
+    from torchdevice.rewrite.selection import Selection, SelectionError, split_codes
 
     start = time.perf_counter()
-    paths = list(discover(args.paths, args.exclude))
+    try:
+        path = Path(args.config) if args.config else config.find(args.paths)
+        settings = config.load(path) if path is not None else config.Config()
+    except config.ConfigError as exc:
+        print(f"torchdevice rewrite: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        selection = Selection.parse(
+            split_codes(args.select) if args.select is not None else settings.select,
+            split_codes(args.ignore) if args.ignore is not None else settings.ignore,
+            default().by_code,
+        )
+    except SelectionError as exc:
+        given = args.select is not None or args.ignore is not None
+        print(f"torchdevice rewrite: error: {'--' if given else f'{settings.path}: '}{exc}", file=sys.stderr)
+        return 2
+    options = Options(
+        mode=args.mode,
+        selection=selection,
+        max_bytes=args.max_file_size or settings.max_file_size or Options.max_bytes,
+        seconds=args.timeout or settings.timeout or Options.seconds,
+    )
+    found = list(discover(args.paths, args.exclude if args.exclude is not None else settings.exclude))
     progress = report.Progress(sys.stderr)
-    results = rewrite_files(paths, args.mode, args.jobs, progress)
+    try:
+        results = rewrite_files(found, options, args.jobs, progress)
+    except KeyboardInterrupt:
+        progress.clear()
+        print("torchdevice rewrite: interrupted; files written so far are complete, the others untouched",
+              file=sys.stderr)
+        return 130
     progress.clear()
     report.print_results(results, args.mode, sys.stdout, sys.stderr)
     print(report.summary(results, args.mode, time.perf_counter() - start), file=sys.stderr)
     return report.exit_status(results, args.mode)
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def _positive(kind):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__
+    return parse

@@ -1,50 +1,96 @@
-"""What the parts of the rewriter share: the rules, the expressions it writes, and what it learns."""
+"""What the parts of the rewriter share: the rules, the module's facts, the expressions it writes, where
+each node is, whether an accelerator is present there, and what it reports."""
 
 from __future__ import annotations
 
+import ast
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
 
 import libcst as cst
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
+from torchdevice.rewrite.facts import Facts, Holder, scopes_within
 from torchdevice.rewrite.forms import Forms
 from torchdevice.rewrite.imports import ImportMap, root_name
+from torchdevice.rewrite.outline import Scope, Unit
 from torchdevice.rewrite.rule import RewriteRule
 from torchdevice.rewrite.rules import RuleSet, ValueRule
-
-Form = Literal["object", "string"]
-"""How a value is written: ``object`` where it goes straight into torch (a ``torch.device``),
-``string`` where the program keeps it (a string stays a string: the accelerator's type)."""
+from torchdevice.rewrite.selection import Selection, suppressed
+from torchdevice.rewrite.syntax import code
 
 
 @dataclass(frozen=True)
 class Context:
-    """A place where a value of ``rule`` is expected, and how to write it there."""
+    """A place where a value of ``rule`` is expected, how to write it there (``object``, ``string``), and
+    whether a device index is dropped there (``map_location``: see ``RewriteRule.unindexed``)."""
 
     rule: ValueRule
-    form: Form
+    form: str
+    unindexed: bool = False
+
+
+@dataclass(frozen=True)
+class Note:
+    """A CUDA-specific choice left in place, at ``line``:``column`` (1-based), and why."""
+
+    line: int
+    column: int
+    code: str
+    message: str
+
+
+class _Chains(cst.CSTVisitor):
+    """The longest names and attribute chains of an expression that resolve to a qualified name."""
+
+    def __init__(self, rewriter: RewriterBase) -> None:
+        super().__init__()
+        self.rewriter = rewriter
+        self.found: list[tuple[cst.BaseExpression, str]] = []
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        qualified = self.rewriter.imports.resolve(node)
+        if qualified is not None:
+            self.found.append((node, qualified))
+            return False
+        return True
+
+    def visit_Name(self, node: cst.Name) -> None:
+        qualified = self.rewriter.imports.resolve(node)
+        if qualified is not None:
+            self.found.append((node, qualified))
 
 
 class RewriterBase(cst.CSTTransformer):
     """State of one rewrite: what lasts for the file, and what is keyed by the nodes of one unit."""
 
-    def __init__(self, rules: RuleSet, forms: Forms) -> None:
+    def __init__(self, rules: RuleSet, facts: Facts, forms: Forms, selection: Selection,
+                 suppressions: dict[int, frozenset[str] | None]) -> None:
         super().__init__()
-        self.rules, self.forms = rules, forms
-        self.device = next((v for v in rules.values if v.rule.kind == "device"), None)
-        self.imports = ImportMap()
-        self.notes: list[tuple[cst.CSTNode, str]] = []
+        self.rules, self.facts, self.forms = rules, facts, forms
+        self.selection, self.suppressions = selection, suppressions
+        self.imports: ImportMap = facts.imports
+        self.notes: list[Note] = []
+        self.sites: Counter[str] = Counter()
+        """Code -> how many sites were rewritten."""
         self.receivers: dict[str, RewriteRule] = {}
         """Source of names bound to objects whose methods are guarded (events) -> the rule creating them."""
         self.namespace_names: set[str] = set()
-        """Local names an import binds to something in a rewritten namespace (``autocast``)."""
+        """Local names an import binds to something with a rule (``autocast``)."""
         self.uses: Counter[str] = Counter()
         self.rewritten_uses: Counter[str] = Counter()
-        self.start_unit()
+        self.groups: dict[str, str | None] = {}
+        """Rule group -> why it is left in this module (None: rewritten)."""
+        self.unit = Unit(0, 0, 0, False)
+        self.module = cst.Module([])
+        self.start_unit(self.unit, self.module)
 
-    def start_unit(self) -> None:
+    def start_unit(self, unit: Unit, module: cst.Module) -> None:
         """Forget what is keyed by node identity (``id()`` of original nodes): the previous unit's nodes may be gone."""
+        self.unit, self.module, self.offset = unit, module, unit.start - 1 - unit.indented
+        self.forms.forget()
+        self.positions: Mapping[cst.CSTNode, CodeRange] | None = None
         self.contexts: dict[int, Context] = {}
         self.call_rules: dict[int, RewriteRule] = {}
         self.method_rules: dict[int, RewriteRule] = {}
@@ -54,34 +100,148 @@ class RewriterBase(cst.CSTTransformer):
         self.callees: set[int] = set()
         self.decorators: set[int] = set()
         self.stores: set[int] = set()
-        self.statements: dict[int, int] = {}
-        self.guard_lines: set[int] = set()
-        self.guarded_blocks: set[int] = set()
-        self.guarded_depth = 0
-        self.parenthesized: set[int] = set()
         self.kept: set[int] = set()
+        """Original nodes left as they are (CUDA checks a CUDA-only branch needs, version gates)."""
+        self.ours: set[int] = set()
+        """Original nodes that are part of a rewrite already decided (no report of their own)."""
+        self.finishing: set[int] = set()
+        self.accelerated_nodes: set[int] = set()
+        self.depth = int(self.facts.accelerated(unit.conditions))
+        """How many of the enclosing conditions hold only with an accelerator."""
+        self.statements: dict[int, int] = {}
+        """Calls (by id) at the root of a statement of their own -> that statement line."""
+        self.launch_values: dict[int, RewriteRule] = {}
+        self.index_args: dict[int, RewriteRule] = {}
+        self.guard_lines: set[int] = set()
+        self.guards: set[int] = set()
+        self.parenthesized: set[int] = set()
         self.changed = False  # a node of this unit was replaced
         self.imported = False  # this unit imports a name from a rewritten namespace
 
+    # --- traversal hooks ---------------------------------------------------------------------------------
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if self.accelerated_nodes and id(node) in self.accelerated_nodes:
+            self.depth += 1
+        return super().on_visit(node)
+
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
+        if self.accelerated_nodes and id(original_node) in self.accelerated_nodes:
+            self.depth -= 1
         result = super().on_leave(original_node, updated_node)
         if result is not updated_node:
             self.changed = True
         return result
 
+    @property
+    def accelerated(self) -> bool:
+        """Does the node being visited run only where an accelerator exists?"""
+        return self.depth > 0
+
+    # --- where nodes are -----------------------------------------------------------------------------------
+
+    def span(self, node: cst.CSTNode) -> tuple[int, int, int]:
+        """First line, column (1-based) and last line of an original node of the unit, in the file."""
+        if self.positions is None:
+            self.positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
+        where = self.positions[node]  # type: ignore[index]
+        return where.start.line + self.offset, where.start.column + 1, where.end.line + self.offset
+
+    def scopes(self, node: cst.CSTNode) -> tuple[Scope, ...]:
+        """The functions and classes around ``node``, outermost first."""
+        line = self.span(node)[0]
+        return self.unit.scopes + scopes_within(self.unit.nodes, line)
+
+    def holder(self, node: cst.CSTNode) -> Holder | None:
+        """The program's own name for its device where ``node`` is, if it has one."""
+        if not self.facts.holders:
+            return None
+        return self.facts.holder_at(self.span(node)[0], self.scopes(node))
+
+    def namable(self, node: cst.CSTNode, in_string: bool = False) -> bool:
+        """Can the accelerator be named at ``node``? Not where torch is imported only after it runs, nor in an
+        f-string where it would be the idiom itself (its quotes); reported there."""
+        if not self.torch_ready(node):
+            self.check(node, "no-torch", code(node).strip()[:40])
+            return False
+        if in_string and not self.forms.helper and self.holder(node) is None:
+            self.note(node, self.rules.device.rule, "left as is: the accelerator cannot be named inside this string "
+                                                    "where torch is not imported at module level")
+            return False
+        return True
+
+    def torch_ready(self, node: cst.CSTNode) -> bool:
+        """Is torch imported where ``node`` runs?"""
+        return self.facts.torch_ready(self.unit, self.unit.scopes) or self.facts.torch_ready(
+            self.unit, self.scopes(node))
+
+    def guard_of(self, test: cst.BaseExpression) -> bool | None:
+        """``Facts.guard_of`` for a libcst expression."""
+        text = code(test)
+        if not any(word in text for word in self.facts.guard_words):
+            return None
+        try:
+            tree = ast.parse(f"(\n{text}\n)", mode="eval")
+        except SyntaxError:
+            return None
+        return self.facts.guard_of(tree.body)
+
+    # --- what is allowed, what is reported --------------------------------------------------------------
+
+    def allowed(self, node: cst.CSTNode, rule: RewriteRule) -> bool:
+        """Is ``rule`` on for the run, and not turned off by a comment on the lines of ``node``?"""
+        if not self.selection.enabled(rule.code):
+            return False
+        if not any(self.unit.start <= line <= self.unit.end for line in self.suppressions):
+            return True
+        first, _, last = self.span(node)
+        return not suppressed(self.suppressions, range(first, last + 1), rule.code)
+
+    def rewrote(self, rule: RewriteRule) -> None:
+        """A site was rewritten by ``rule``."""
+        self.sites[rule.code] += 1
+
+    def note(self, node: cst.CSTNode, rule: RewriteRule, message: str) -> None:
+        """Report ``message`` at ``node`` under ``rule``'s code, unless the rule is off there."""
+        if self.allowed(node, rule):
+            line, column, _ = self.span(node)
+            self.notes.append(Note(line, column, rule.code, message))
+
+    def note_at(self, line: int, column: int, rule: RewriteRule, message: str) -> None:
+        """``note`` for a place outside the units (found by the outline)."""
+        if self.selection.enabled(rule.code) and not suppressed(self.suppressions, (line,), rule.code):
+            self.notes.append(Note(line, column, rule.code, message))
+
+    def check(self, node: cst.CSTNode, analysis: str, what: str) -> None:
+        """Report a construct left in place, found by ``analysis`` (a ``check`` rule)."""
+        rule = self.rules.check(analysis)
+        self.note(node, rule, f"{what}: {rule.doc}")
+
+    def mark(self, node: cst.BaseExpression, rule: ValueRule, form: str, place: str | None = None) -> None:
+        """A value of ``rule`` is expected at ``node``, given to or kept under ``place`` (a name)."""
+        self.contexts.setdefault(id(node), Context(rule, form, rule.drops_index(place)))
+
+    def rewritten(self, reference: cst.BaseExpression) -> None:
+        """A reference to a name an import binds was rewritten (the import may go when all are)."""
+        root = root_name(reference)
+        if root in self.namespace_names:
+            self.rewritten_uses[root] += 1
+
     def removable_imports(self) -> set[str]:
         """Names imported from a rewritten namespace whose every use was rewritten."""
         return {n for n, k in self.rewritten_uses.items() if k and self.uses[n] == k}
 
-    def note(self, node: cst.CSTNode, message: str) -> None:
-        self.notes.append((node, message))
+    def unparenthesized(self, holder):
+        """Drop the parentheses of a guard or idiom that is a whole argument, assigned value or returned value."""
+        value = holder.value
+        if value is None:
+            return holder
+        if id(value) in self.parenthesized:
+            return holder.with_changes(value=value.with_changes(lpar=(), rpar=()))
+        return holder.with_changes(value=self.forms.bare(value))
 
-    def mark(self, node: cst.BaseExpression, rule: ValueRule, form: Form) -> None:
-        """A value of ``rule`` is expected at ``node``."""
-        self.contexts.setdefault(id(node), Context(rule, form))
-
-    def rewritten(self, reference: cst.BaseExpression) -> None:
-        """A reference to something in a rewritten namespace was rewritten."""
-        root = root_name(reference)
-        if root in self.namespace_names:
-            self.rewritten_uses[root] += 1
+    def chains(self, node: cst.CSTNode) -> list[tuple[cst.BaseExpression, str]]:
+        """The names and attribute chains in ``node`` that resolve to qualified names, with them."""
+        visitor = _Chains(self)
+        node.visit(visitor)
+        return visitor.found

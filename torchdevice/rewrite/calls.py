@@ -1,91 +1,173 @@
 """Calls: ``torch.cuda.X(...)`` to their replacements, ``x.cuda()`` to ``x.to(...)``, ``torch.device("cuda")``,
-arguments that only apply on CUDA (DDP's ``device_ids``), and guards for what needs an accelerator
-(``if torch.accelerator.is_available(): ...``)."""
+integer device indices, arguments that only apply on CUDA (DDP's ``device_ids``), process counts of
+launchers, and guards for what needs an accelerator (``if torch.accelerator.is_available(): ...``),
+written only where the code does not already run only with an accelerator."""
 
 from __future__ import annotations
-
-import re
 
 import libcst as cst
 import libcst.matchers as m
 
 from torchdevice.rewrite.arguments import comma, convert, keyword_arg, with_commas
-from torchdevice.rewrite.base import RewriterBase
 from torchdevice.rewrite.rule import RewriteRule
 from torchdevice.rewrite.syntax import argument, code, held_name, string_value
+from torchdevice.rewrite.values import ValueRewriting
 
 _STRINGS = (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString, cst.BinaryOperation, cst.IfExp)
+_EXITS = ("exit", "sys.exit", "os._exit", "quit")
 
 
-def is_rename(rule: RewriteRule) -> bool:
-    """A rule that only renames (valid for plain references, not only calls)."""
-    return (rule.args == "same" and rule.device_type == "none" and rule.without_accelerator is None
-            and not rule.result_methods)
-
-
-class CallRewriting(RewriterBase):
+class CallRewriting(ValueRewriting):
     """The call part of the rewriter (mixed into :class:`~torchdevice.rewrite.transform.Rewriter`)."""
 
     def classify(self, node: cst.Call, qualified: str | None, method: str | None) -> None:
         """Remember which rule rewrites ``node`` (top-down, before its arguments are visited)."""
-        if qualified in self.rules.calls:
+        if qualified in self.rules.calls or qualified in self.rules.contexts:
             if id(node) not in self.kept:
-                self.call_rules[id(node)] = self.rules.calls[qualified]
+                self.call_rules[id(node)] = self.rules.calls.get(qualified) or self.rules.contexts[qualified]
         elif isinstance(node.func, cst.Attribute) and method in self.rules.methods:
+            rule = self.rules.methods[method]
             if self.imports.resolve(node.func.value) is None:
-                rule = self.rules.methods[method]
                 self.method_rules[id(node)] = rule
                 device = argument(node.args, 0, rule.params[:1])
-                if device is not None and self.device is not None:
-                    self.mark(device.value, self.device, "object")
+                if device is not None:
+                    self.mark(device.value, self.rules.device, "object")
             elif qualified is not None and qualified.startswith("torch."):
-                self.note(node, f"{qualified} called unbound; left as is")
-        elif qualified in self.rules.arguments and self.device is not None:
+                self.note(node, rule, f"{qualified} called unbound; left as is")
+        elif qualified in self.rules.arguments:
             self.argument_rules[id(node)] = self.rules.arguments[qualified]
-        elif qualified == "torch.device" and self.device is not None:
+            for arg in node.args:
+                if self._only_on(arg.value):
+                    self.ours.add(id(arg.value.test))  # type: ignore[attr-defined]
+        elif qualified == "torch.device":
             self.device_calls.add(id(node))
             first = argument(node.args, 0, ("type",))
-            if first is not None:
-                self.mark(first.value, self.device, "string")
+            if first is not None and (len(node.args) > 1 or self.index_of(first.value) is None):
+                self.mark(first.value, self.rules.device, "string")
+        elif qualified in self.rules.launchers:
+            rule = self.rules.launchers[qualified]
+            count = argument(node.args, rule.params.index(rule.keywords[0]), rule.keywords)
+            if count is not None and self.counts(count.value) and not self.accelerated:
+                self.launch_values[id(count.value)] = rule
+        self._mark_index(node, qualified, method)
+
+    def counts(self, node: cst.BaseExpression) -> bool:
+        """Is ``node`` a call counting the accelerators (``torch.cuda.device_count()``)?"""
+        return isinstance(node, cst.Call) and not node.args and \
+            (self.imports.resolve(node.func) or "") in self.facts.counts
+
+    def _mark_index(self, node: cst.Call, qualified: str | None, method: str | None) -> None:
+        """Integer device indices where a device is expected: ``x.to(local_rank)``, ``device=0``."""
+        index = self.rules.index
+        if index is None:
+            return
+        first = next((a for a in node.args if a.keyword is None and not a.star), None) if node.args else None
+        candidates = [first] if method in index.rule.methods and first is not None and first is node.args[0] else []
+        if qualified is not None and qualified.startswith("torch.") and self.rules.lookup(qualified) is None:
+            candidates += [a for a in node.args if a.keyword is not None and a.keyword.value in index.rule.keywords]
+        for arg in candidates:
+            value = arg.value
+            if isinstance(value, cst.Integer) or isinstance(value, (cst.Name, cst.Attribute)) and \
+                    index.holds(held_name(value)):
+                self.index_args[id(value)] = index.rule
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        key = id(original_node)
+        result = self._rewrite_call(original_node, updated_node)
+        rule = self.launch_values.get(id(original_node))
+        if rule is not None and self.allowed(original_node, rule):
+            self.rewrote(rule)
+            return cst.Call(cst.Name("max"), [cst.Arg(result, comma=comma()), cst.Arg(cst.Integer("1"))])
+        return result
+
+    def _rewrite_call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        key = id(original)
         if key in self.call_rules:
-            return self._call(self.call_rules[key], original_node, updated_node)
+            rule = self.call_rules[key]
+            return self._context(rule, original, updated) if rule.kind == "context" else \
+                self._call(rule, original, updated)
         if key in self.method_rules:
-            return self._method(self.method_rules[key], original_node, updated_node)
+            return self._method(self.method_rules[key], original, updated)
         if key in self.device_calls:
-            return self._device_call(original_node, updated_node)
+            return self._device_call(original, updated)
         if key in self.argument_rules:
-            return self._cuda_arguments(self.argument_rules[key], updated_node)
-        return self._result_method(original_node, updated_node)
+            return self._cuda_arguments(self.argument_rules[key], original, updated)
+        formatted = self.formatted_value(original, updated)
+        if formatted is not None:
+            return formatted
+        return self._result_method(original, updated)
+
+    def _left(self, original: cst.Call, rule: RewriteRule) -> bool:
+        """Report and say so when ``rule`` may not rewrite ``original`` here (its group stays, or it needs an
+        accelerator that this code does not guarantee)."""
+        if rule.group:
+            reason = self.group_left(rule.group)
+            if reason is not None:
+                self.note(original, rule, f"left as is with the rest of its group ({reason})")
+                return True
+        if rule.accelerated_only and not self.accelerated:
+            self.note(original, rule, f"left as is: {rule.to} raises without an accelerator and this code does "
+                                      "not run only with one")
+            return True
+        return False
+
+    def group_left(self, group: str) -> str | None:
+        """Why the rules of ``group`` stay in this module (a member that cannot be rewritten, or is off)."""
+        if group not in self.groups:
+            members = self.rules.groups[group]
+            off = [r.code for r in members if not self.selection.enabled(r.code)]
+            commented = any(codes is None or any(r.code.startswith(c) for c in codes for r in members)
+                            for codes in self.suppressions.values())
+            self.groups[group] = (
+                f"{', '.join(off)} not selected" if off else
+                "a `# torchdevice: ignore` comment keeps one of them" if commented else
+                self.facts.group_blocker(group)
+            )
+        return self.groups[group]
 
     def _call(self, rule: RewriteRule, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         """``torch.cuda.X(...)`` -> ``rule.to(...)``."""
+        if not self.allowed(original, rule) or self._left(original, rule):
+            return updated
+        context = self.contexts.get(id(original))
+        if rule.current and not original.args and context is not None and context.rule is self.rules.device and \
+                context.form == "object" and self.namable(original):
+            self.rewritten(original.func)
+            self.rewrote(rule)
+            return self.forms.device(self.holder(original))
         args = convert(rule, list(updated.args))
         if args is None:
-            self.note(original, f"{rule.match}() called with arguments that cannot be mapped to {rule.to}(); "
-                                "left as is")
+            self.note(original, rule, f"{rule.match}() called with arguments that cannot be mapped to {rule.to}(); "
+                                      "left as is")
             return updated
         if rule.device_type == "first":
             separator = args[0].comma if len(args) > 1 and isinstance(args[0].comma, cst.Comma) else comma()
-            args.insert(0, cst.Arg(self.forms.device_type, comma=separator))
+            args.insert(0, cst.Arg(self.forms.device_type(self.holder(original)), comma=separator))
         elif rule.device_type == "keyword":
-            args.insert(sum(1 for a in args if a.keyword is None), self.device_type_arg(rule))
+            args.insert(sum(1 for a in args if a.keyword is None), self.device_type_arg(rule, original))
         self.rewritten(original.func)
-        new = updated.with_changes(func=self.forms.torch(rule.to), args=with_commas(args, updated.args))
-        return self._guard(original, new, rule.without_accelerator)
+        self.rewrote(rule)
+        new = self.forms.call(rule, updated, with_commas(args, updated.args))
+        return self.guard(original, new, rule.without_accelerator)
 
-    def device_type_arg(self, rule: RewriteRule) -> cst.Arg:
-        if rule.device_type == "keyword":
-            return keyword_arg("device_type", self.forms.device_type)
-        return cst.Arg(self.forms.device_type)
+    def device_type_arg(self, rule: RewriteRule, site: cst.CSTNode) -> cst.Arg:
+        value = self.forms.device_type(self.holder(site))
+        return keyword_arg("device_type", value) if rule.device_type == "keyword" else cst.Arg(value)
+
+    def _context(self, rule: RewriteRule, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        """``torch.cuda.stream(s)`` -> ``s``: the stream is its own context."""
+        if not self.allowed(original, rule) or self._left(original, rule):
+            return updated
+        self.rewritten(original.func)
+        self.rewrote(rule)
+        return updated.args[0].value
 
     def _method(self, rule: RewriteRule, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         """``x.cuda(...)`` -> ``x.to(<device>, ...)``."""
         if any(a.star or (a.keyword is not None and a.keyword.value not in rule.params) for a in original.args):
-            self.note(original, f".{rule.match}() called with arguments torch's .{rule.match}() does not take; "
-                                "left as is")
+            self.note(original, rule, f".{rule.match}() called with arguments torch's .{rule.match}() does not "
+                                      "take; left as is")
+            return updated
+        if not self.allowed(original, rule):
             return updated
         device_name = rule.params[0]
         rest: list[cst.Arg] = []
@@ -93,7 +175,7 @@ class CallRewriting(RewriterBase):
         position = 0
         for old, new in zip(original.args, updated.args, strict=True):
             if old.keyword is not None and old.keyword.value == device_name and device is not None:
-                self.note(original, f".{rule.match}() given its device twice; left as is")
+                self.note(original, rule, f".{rule.match}() given its device twice; left as is")
                 return updated
             if device is None and (old.keyword is None or old.keyword.value == device_name):
                 device = (old, new)
@@ -101,49 +183,70 @@ class CallRewriting(RewriterBase):
             elif new.keyword is None:
                 position += 1
                 if position > len(rule.params):
-                    self.note(original, f".{rule.match}() called with too many arguments; left as is")
+                    self.note(original, rule, f".{rule.match}() called with too many arguments; left as is")
                     return updated
                 rest.append(keyword_arg(rule.params[position - 1], new.value).with_changes(comma=new.comma))
             else:
                 rest.append(new)
         if device is None:
-            first = cst.Arg(self.forms.device)
+            first = cst.Arg(self.forms.bare(self.forms.device(self.holder(original))))
         else:
-            first = device[1].with_changes(value=self._method_device(device[0].value, device[1].value),
-                                           keyword=None, equal=cst.MaybeSentinel.DEFAULT)
+            value = self._method_device(original, device[0].value, device[1].value)
+            first = device[1].with_changes(value=value, keyword=None, equal=cst.MaybeSentinel.DEFAULT)
+        self.rewrote(rule)
         func = updated.func.with_changes(attr=cst.Name(rule.to))  # type: ignore[attr-defined]
         return updated.with_changes(func=func, args=with_commas([first, *rest], updated.args))
 
-    def _method_device(self, original: cst.BaseExpression, updated: cst.BaseExpression) -> cst.BaseExpression:
+    def _method_device(
+        self, site: cst.Call, original: cst.BaseExpression, updated: cst.BaseExpression
+    ) -> cst.BaseExpression:
         """The device argument of ``x.cuda(d)`` as an argument of ``x.to``."""
-        if isinstance(original, cst.Integer):
-            return self.forms.indexed(updated)
-        if isinstance(original, _STRINGS):
-            return updated  # rewritten as a device value
+        if isinstance(original, _STRINGS) or self.forms.what(updated) is not None:
+            return updated  # a device value (rewritten where it names CUDA)
         if isinstance(original, cst.Call) and self.imports.resolve(original.func) == "torch.device":
             return updated
-        name = held_name(original)
-        if name is not None and self.device is not None and self.device.holds(name):
+        if self.rules.device.holds(held_name(original)):
             return updated  # a variable that holds a device
-        return self.forms.indexed(updated)  # an index: rank, args.gpu...
+        return self.forms.indexed(self.holder(site), updated)  # an index: 0, rank, args.gpu...
 
     def _device_call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-        """``torch.device("cuda")`` -> the accelerator; ``torch.device("cuda:N")`` -> ``torch.device(<type>, N)``."""
-        assert self.device is not None
-        match = self.device.rule.match
-        if len(original.args) == 1 and original.args[0].keyword is None:
-            value = string_value(original.args[0].value)
-            if value is not None and re.fullmatch(rf"{re.escape(match)}:\d+", value):
-                return self.forms.indexed(cst.Integer(value[len(match) + 1:]))
-        if len(updated.args) == 1 and code(updated.args[0].value) == self.forms.device_type_code:
-            return self.forms.device
+        """``torch.device("cuda")`` -> the accelerator; ``torch.device("cuda:N")`` -> the accelerator's device N."""
+        rule = self.rules.device.rule
+        if len(updated.args) != 1 or updated.args[0].keyword is not None:
+            return updated
+        value = updated.args[0].value
+        index = self.index_of(value) if self.index_of(original.args[0].value) is not None else None
+        if index is not None:
+            if not self.allowed(original, rule):
+                return updated
+            self.rewrote(rule)
+            return self.forms.indexed(self.holder(original), index)
+        what = self.forms.what(value)
+        if what in ("type", "collapsed type"):
+            device = self.forms.device(self.holder(original))
+            if what == "collapsed type":
+                self.forms.made[id(device)] = (device, "collapsed device")
+            return device
+        if isinstance(value, cst.IfExp) and self.forms.what(value.body) == "type" and \
+                string_value(value.orelse) == rule.cpu:
+            cpu = updated.with_changes(args=[updated.args[0].with_changes(value=value.orelse)])
+            return value.with_changes(body=self.forms.device(self.holder(original)), orelse=cpu)
         return updated
 
-    def _cuda_arguments(self, rule: RewriteRule, updated: cst.Call) -> cst.Call:
+    def _only_on(self, value: cst.BaseExpression) -> bool:
+        """``value if <accelerator>.type == "cuda" else None`` (written by an earlier run)."""
+        if not isinstance(value, cst.IfExp) or not isinstance(value.orelse, cst.Name) or value.orelse.value != "None":
+            return False
+        test = value.test
+        return isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and \
+            isinstance(test.comparisons[0].operator, cst.Equal) and \
+            string_value(test.comparisons[0].comparator) == self.rules.device.rule.match and \
+            (isinstance(test.left, cst.Attribute) and test.left.attr.value == "type" or isinstance(test.left, cst.Name))
+
+    def _cuda_arguments(self, rule: RewriteRule, original: cst.Call, updated: cst.Call) -> cst.Call:
         """``DDP(m, device_ids=[i])`` -> ``DDP(m, device_ids=[i] if <accelerator>.type == "cuda" else None)``."""
-        assert self.device is not None
-        device_type = self.device.rule.match
-        test = self.forms.type_test_code(device_type)
+        if not self.allowed(original, rule):
+            return updated
         names = iter(rule.params)
         args = []
         for arg in updated.args:
@@ -151,11 +254,28 @@ class CallRewriting(RewriterBase):
                 names = iter(())  # the positions after *args are unknown
             name = arg.keyword.value if arg.keyword is not None else next(names, None)
             value = arg.value
-            done = isinstance(value, cst.IfExp) and code(value.test) == test
-            if name in rule.keywords and not done and not (isinstance(value, cst.Name) and value.value == "None"):
-                arg = arg.with_changes(value=self.forms.only_on(value, device_type))
+            if name in rule.keywords and not self._only_on(value) and \
+                    not (isinstance(value, cst.Name) and value.value == "None"):
+                self.rewrote(rule)
+                arg = arg.with_changes(value=self.forms.only_on(self.holder(original), value,
+                                                                self.rules.device.rule.match))
             args.append(arg)
         return updated.with_changes(args=args)
+
+    def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> cst.Arg:
+        rule = self.index_args.get(id(original_node.value))
+        if rule is not None and self.allowed(original_node, rule):
+            self.rewrote(rule)
+            updated_node = updated_node.with_changes(
+                value=self.forms.indexed(self.holder(original_node), updated_node.value))
+        return self.unparenthesized(updated_node)
+
+    def leave_Return(self, original_node: cst.Return, updated_node: cst.Return) -> cst.Return:
+        return self.unparenthesized(updated_node)
+
+    def leave_Param(self, original_node: cst.Param, updated_node: cst.Param) -> cst.Param:
+        default = updated_node.default
+        return updated_node if default is None else updated_node.with_changes(default=self.forms.bare(default))
 
     # --- objects whose methods need an accelerator (events) ------------------------------------------
 
@@ -171,7 +291,7 @@ class CallRewriting(RewriterBase):
             value = value.elements[0].value
         if isinstance(value, cst.Call) and isinstance(target, (cst.Name, cst.Attribute)):
             rule = self.rules.calls.get(self.imports.resolve(value.func) or "")
-            if rule is not None and rule.result_methods:
+            if rule is not None and rule.result_methods and self.selection.enabled(rule.code):
                 self.receivers[code(target)] = rule
 
     def _result_method(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
@@ -183,92 +303,135 @@ class CallRewriting(RewriterBase):
         rule = self.receivers.get(code(receiver))
         if rule is None or func.attr.value not in rule.result_methods:
             return updated
-        return self._guard(original, updated, rule.result_methods[func.attr.value])
+        return self.guard(original, updated, rule.result_methods[func.attr.value])
 
     # --- guards -------------------------------------------------------------------------------------------
 
-    def _guard(self, original: cst.Call, new: cst.Call, fallback: str | None) -> cst.BaseExpression:
+    def guard(self, original: cst.Call, new: cst.Call, fallback: str | None) -> cst.BaseExpression:
         """Make a call that needs an accelerator give ``fallback`` where there is none.
 
-        A call that is a statement of its own and gives nothing (``"None"``) gets ``if``; any other
-        becomes ``(call if <available> else fallback)``. Inside ``if torch.cuda.is_available():``
-        nothing is needed.
+        Nothing is needed where the code runs only with an accelerator. A statement made of the call (or a
+        chain of calls on its result) is put under ``if <accelerator available>:``; any other call becomes
+        ``(call if <accelerator available> else fallback)``.
         """
-        if fallback is None or self.guarded_depth:
+        if fallback is None or self.accelerated:
             return new
         line = self.statements.get(id(original))
-        if line is not None and fallback == "None":
+        if line is not None:
             self.guard_lines.add(line)
-            self.forms.torch_used()
             return new
-        guarded = self.forms.guarded(new, fallback)
+        guarded = self.forms.guarded(new, self.forms.available(self.rules.available), fallback)
         self.parenthesized.add(id(guarded))
         return guarded
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        if len(node.body) == 1 and isinstance(node.body[0], cst.Expr) and isinstance(node.body[0].value, cst.Call):
-            self.statements[id(node.body[0].value)] = id(node)
+        if len(node.body) == 1 and isinstance(node.body[0], cst.Expr):
+            value = node.body[0].value
+            while isinstance(value, (cst.Call, cst.Attribute, cst.Subscript)):
+                if isinstance(value, cst.Call):
+                    self.statements[id(value)] = id(node)
+                    value = value.func
+                else:
+                    value = value.value
 
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
     ) -> cst.BaseStatement:
-        if id(original_node) in self.guard_lines:
-            return self.forms.guard_statement(updated_node)
-        return updated_node
+        if id(original_node) not in self.guard_lines:
+            return updated_node
+        guard = self.forms.guard_statement(self.forms.available(self.rules.available), updated_node)
+        self.guards.add(id(guard))
+        return guard
 
-    def leave_Arg(self, original_node: cst.Arg, updated_node: cst.Arg) -> cst.Arg:
-        return self._unparenthesized(updated_node)
+    def merge_guards(self, body):
+        """Neighbouring statements under the same guard share one ``if``."""
+        out: list = []
+        for statement in body:
+            previous = out[-1] if out else None
+            if previous is not None and id(previous) in self.guards and id(statement) in self.guards:
+                inner = statement.body.body[0].with_changes(leading_lines=statement.leading_lines)
+                merged = previous.with_changes(body=previous.body.with_changes(body=[*previous.body.body, inner]))
+                self.guards.add(id(merged))
+                out[-1] = merged
+            else:
+                out.append(statement)
+        return out
 
-    def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:
-        return self._unparenthesized(updated_node)
+    # --- what already holds only with an accelerator ---------------------------------------------------------
 
-    def leave_Return(self, original_node: cst.Return, updated_node: cst.Return) -> cst.Return:
-        return self._unparenthesized(updated_node)
+    def enter_block(self, body) -> None:
+        """``if not <available>: return`` in a block: the statements after it run only with an accelerator."""
+        for i, statement in enumerate(body):
+            if isinstance(statement, cst.If) and statement.orelse is None and _ends_block(statement.body) and \
+                    self.guard_of(statement.test) is False:
+                self.accelerated_nodes.update(id(s) for s in body[i + 1 :])
 
-    def _unparenthesized(self, holder):
-        """Drop the parentheses of a guard that is a whole argument, assigned value or returned value."""
-        if id(holder.value) not in self.parenthesized:
-            return holder
-        return holder.with_changes(value=holder.value.with_changes(lpar=(), rpar=()))
+    def enter_branches(self, test: cst.BaseExpression, body: cst.CSTNode, orelse: cst.CSTNode | None) -> bool | None:
+        """Mark the branch that runs only with an accelerator; return ``guard_of(test)``."""
+        holds = self.guard_of(test)
+        if holds is True:
+            self.accelerated_nodes.add(id(body))
+        elif holds is False and orelse is not None:
+            self.accelerated_nodes.add(id(orelse))
+        return holds
 
-    def visit_If(self, node: cst.If) -> None:
-        test = node.test
-        if isinstance(test, cst.Call) and not test.args and self.imports.resolve(test.func) in (
-            self.rules.available_match, self.rules.available,
-        ):
-            self.guarded_blocks.add(id(node.body))
-        self.keep_checks(node.test, node.body)
-
-    def keep_checks(self, test: cst.BaseExpression, guarded: cst.CSTNode) -> None:
+    def keep_checks(self, node: cst.CSTNode, test: cst.BaseExpression, guarded: cst.CSTNode) -> None:
         """Keep ``torch.cuda.is_available()`` in ``test`` when what it guards uses CUDA-only APIs that stay:
         a CUDA-only branch must stay CUDA-only."""
-        checks = [c for c in m.findall(test, m.Call()) if isinstance(c, cst.Call)
-                  and self.imports.resolve(c.func) == self.rules.available_match]
-        if checks and self._cuda_only(guarded):
+        checks = self.available_calls(test)
+        if not checks:
+            return
+        stays = self.cuda_only(guarded)
+        if stays is None and not self.torch_ready(node) and self._names_cuda(guarded):
+            stays = f'"{self.rules.device.rule.match}", which cannot be rewritten here'  # the pair stays together
+        if stays is not None:
             self.kept.update(id(c) for c in checks)
+            self.check(checks[0], "cuda-only-branch", f"{self.rules.available.match}() guarding {stays}")
 
-    def _cuda_only(self, node: cst.CSTNode) -> bool:
-        for found in m.findall(node, m.Attribute() | m.Name()):
-            qualified = self.imports.resolve(found)  # type: ignore[arg-type]
-            if qualified is not None and self.rules.in_namespace(qualified) and qualified not in self.rules.calls \
-                    and not any(r.startswith(qualified + ".") for r in self.rules.calls):
-                return True
-        return False
+    def _names_cuda(self, node: cst.CSTNode) -> bool:
+        """Does ``node`` hold the string ``"cuda"`` (or ``"cuda:N"``)?"""
+        match = self.rules.device.rule.match
+        return any(value == match or value.startswith(match + ":")
+                   for value in map(string_value, m.findall(node, m.SimpleString())) if value is not None)
 
-    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
-        self.guarded_depth += id(node) in self.guarded_blocks
+    def requirement(self, node: cst.CSTNode, test: cst.BaseExpression) -> bool:
+        """``assert torch.cuda.is_available()``, ``if not torch.cuda.is_available(): raise``: the checks in ``test``
+        are kept and the requirement reported; False when ``test`` checks nothing of CUDA."""
+        checks = self.available_calls(test, counts=True)
+        if checks:
+            self.kept.update(id(c) for c in checks)
+            self.check(node, "requirement", f"{code(test).strip()[:60]}")
+        return bool(checks)
 
-    def leave_IndentedBlock(
-        self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
-    ) -> cst.BaseSuite:
-        self.guarded_depth -= id(original_node) in self.guarded_blocks
-        return updated_node
+    def cuda_only(self, node: cst.CSTNode) -> str | None:
+        """A CUDA-only name ``node`` uses that stays as it is (no rule rewrites it here), if any."""
+        for _, qualified in self.chains(node):
+            rule = self.rules.lookup(qualified)
+            if rule is None:
+                continue
+            if rule.kind == "report" or rule.group and self.group_left(rule.group) is not None:
+                return qualified
+        return None
 
-    def visit_SimpleStatementSuite(self, node: cst.SimpleStatementSuite) -> None:
-        self.guarded_depth += id(node) in self.guarded_blocks
+    def available_calls(self, test: cst.BaseExpression, counts: bool = False) -> list[cst.Call]:
+        wanted = {self.rules.available.match} | (self.facts.counts if counts else set())
+        return [c for c in m.findall(test, m.Call()) if isinstance(c, cst.Call)
+                and self.imports.resolve(c.func) in wanted]
 
-    def leave_SimpleStatementSuite(
-        self, original_node: cst.SimpleStatementSuite, updated_node: cst.SimpleStatementSuite
-    ) -> cst.BaseSuite:
-        self.guarded_depth -= id(original_node) in self.guarded_blocks
-        return updated_node
+
+def _last(block: cst.BaseSuite) -> cst.CSTNode | None:
+    """The last small statement of a block."""
+    last = block.body[-1] if block.body else None
+    return last.body[-1] if isinstance(last, cst.SimpleStatementLine) else last
+
+
+def _ends_block(block: cst.BaseSuite) -> bool:
+    """Does the block end with ``return``, ``raise``, ``continue`` or ``break``?"""
+    return isinstance(_last(block), (cst.Return, cst.Raise, cst.Continue, cst.Break))
+
+
+def exits(block: cst.BaseSuite) -> bool:
+    """Does the block end by raising or leaving the program (``sys.exit``)?"""
+    last = _last(block)
+    return isinstance(last, cst.Raise) or isinstance(last, cst.Expr) and isinstance(last.value, cst.Call) and \
+        code(last.value.func) in _EXITS

@@ -1,13 +1,60 @@
-"""The expressions the rewriter writes: the accelerator device, its type, indexed devices, guards."""
+"""The expressions the rewriter writes: the accelerator device, its type, indexed devices, guards.
+
+The accelerator is named, in order of preference, by a name the program already assigns it to (a
+``Holder``), by the module helper (``_DEVICE``), or, where torch is not imported at module level, by
+the idiom itself. Every ``torch.…`` written uses the module's own name for torch (``import torch as th``).
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from functools import cache
+from typing import Literal, cast
 
 import libcst as cst
 
 from torchdevice.rewrite.arguments import comma
+from torchdevice.rewrite.facts import Holder
 from torchdevice.rewrite.rule import RewriteRule
+
+Quote = Literal['"', "'", '"""', "'''"]
+
+IDIOM = 'torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")'
+"""The accelerator present (CUDA, MPS, XPU...), or the CPU."""
+
+EMITTED = ("torch.accelerator.current_accelerator(check_available)", "torch.device", "torch.device.type")
+"""The APIs the rewritten code uses besides the rules' own (see ``apis``)."""
+
+
+def apis(rules: Iterable[RewriteRule]) -> set[str]:
+    """Every torch API the rewritten code can use: names (``torch.Stream``), methods (``torch.Stream.__enter__``,
+    what ``with stream:`` calls) and keyword parameters (``torch.amp.custom_fwd(device_type)``)."""
+    found = set(EMITTED)
+    for rule in rules:
+        if rule.kind in ("call", "backend"):
+            found.add(rule.to)
+        if rule.kind == "call":
+            if rule.device_type == "keyword":
+                found.add(f"{rule.to}(device_type)")
+            if rule.args == "keywords":
+                found.update(f"{rule.to}({p})" for p in rule.params)
+        if rule.kind == "context":
+            found.update(f"{r.to}.__enter__" for r in rules if r.match in rule.made_by)
+        for code in (rule.without_accelerator, *rule.result_methods.values()):
+            found.update(re.findall(r"\btorch(?:\.\w+)+", code or ""))
+    return found
+
+
+def idiom(alias: str = "torch", quote: str = '"') -> str:
+    """The idiom's source, with the module's name for torch and its quotes."""
+    return IDIOM.replace("torch.", alias + ".").replace('"', quote)
+
+
+def preferred_quote(source: str) -> str:
+    """The quote the module's strings mostly use (``'`` or ``"``), for the strings the rewrite writes."""
+    single, double = (len(re.findall(rf"[=(\[,:]\s*{q}", source)) for q in ("'", '"'))
+    return "'" if single > double else '"'
 
 
 @cache
@@ -16,84 +63,116 @@ def expression(code: str) -> cst.BaseExpression:
     return cst.parse_expression(code)
 
 
-class Forms:
-    """Expressions naming the accelerator through the module-level helper ``helper``.
+def parenthesized(node: cst.BaseExpression) -> cst.BaseExpression:
+    return node if node.lpar else node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
 
-    Counts what it hands out, so the caller knows whether the module needs the helper and ``import torch``.
+
+class Forms:
+    """Expressions naming the accelerator in one module.
+
+    ``helper`` is the module helper's name, or None where there is none (torch is not imported at module
+    level): the idiom is then written in place.
     """
 
-    def __init__(self, helper: str, available: str, indent: str = "    ") -> None:
-        self.helper = helper
-        self.indent = indent
-        self.device_type_code = f"{helper}.type"
-        self.available_code = f"{available}()"
-        self.helper_uses = 0
-        self.torch_uses = 0
+    def __init__(self, alias: str, helper: str | None, indent: str = "    ", quote: str = '"') -> None:
+        self.alias, self.helper, self.indent, self.quote = alias, helper, indent, quote
+        self.idiom_code = idiom(alias, quote)
+        self.made: dict[int, tuple[cst.CSTNode, str]] = {}
+        """Nodes written here (kept alive, by id) -> what they are: ``device``, ``type``, ``available``..."""
+        self.idioms: dict[int, cst.CSTNode] = {}
+        """The parenthesized idioms written here (by id), whose parentheses go where they are not needed."""
 
-    def torch(self, qualified: str) -> cst.BaseExpression:
-        """A ``torch.…`` expression."""
-        self.torch_uses += 1
-        return expression(qualified)
+    def forget(self) -> None:
+        """Drop what was written for the previous unit (its nodes are no longer looked at)."""
+        self.made.clear()
+        self.idioms.clear()
 
-    def torch_used(self) -> None:
-        self.torch_uses += 1
+    def _mark(self, node: cst.BaseExpression, what: str) -> cst.BaseExpression:
+        self.made[id(node)] = (node, what)
+        return node
+
+    def what(self, node: cst.CSTNode) -> str | None:
+        """``device``, ``type``, ``idiom`` for an expression written here, else None."""
+        found = self.made.get(id(node))
+        return found[1] if found is not None and found[0] is node else None
+
+    def torch(self, code: str) -> cst.BaseExpression:
+        """A ``torch.…`` expression, with the module's name for torch."""
+        if self.alias != "torch":
+            code = re.sub(r"\btorch\.", self.alias + ".", code)
+        return expression(code)
 
     @property
-    def device(self) -> cst.BaseExpression:
-        """The accelerator (a ``torch.device``), CPU where there is none."""
-        self.helper_uses += 1
-        return expression(self.helper)
+    def idiom(self) -> cst.BaseExpression:
+        """The one-line idiom, parenthesized (``bare`` drops the parentheses where they are not needed)."""
+        node = parenthesized(expression(self.idiom_code))
+        self.idioms[id(node)] = node
+        return node
 
-    @property
-    def device_type(self) -> cst.BaseExpression:
+    def bare(self, node: cst.BaseExpression) -> cst.BaseExpression:
+        """``node`` without its parentheses if it is a written idiom (a whole argument, value...)."""
+        return node.with_changes(lpar=(), rpar=()) if self.idioms.get(id(node)) is node else node
+
+    def device(self, holder: Holder | None) -> cst.BaseExpression:
+        """The accelerator (a ``torch.device``, or a device string where the program keeps one)."""
+        if holder is not None:
+            return self._mark(cst.Name(holder.name), "device")
+        return self._mark(cst.Name(self.helper) if self.helper else self.idiom, "device")
+
+    def device_type(self, holder: Holder | None) -> cst.BaseExpression:
         """Its type as a string: ``"cuda"``, ``"mps"``, ``"cpu"``..."""
-        self.helper_uses += 1
-        return expression(self.device_type_code)
+        if holder is not None and holder.form == "string":
+            return self._mark(cst.Name(holder.name), "type")
+        base = cst.Name(holder.name) if holder is not None else cst.Name(self.helper) if self.helper else self.idiom
+        return self._mark(cst.Attribute(base, cst.Name("type")), "type")
 
-    @property
-    def available(self) -> cst.BaseExpression:
-        return self.torch(self.available_code)
-
-    def type_test_code(self, device_type: str) -> str:
-        """``<accelerator>.type == "<device_type>"``."""
-        return f'{self.device_type_code} == "{device_type}"'
-
-    def only_on(self, value: cst.BaseExpression, device_type: str) -> cst.IfExp:
-        """``value if <accelerator>.type == "<device_type>" else None``."""
-        if isinstance(value, (cst.IfExp, cst.Lambda)) and not value.lpar:
-            value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-        self.helper_uses += 1
-        return cst.IfExp(test=expression(self.type_test_code(device_type)), body=value, orelse=cst.Name("None"))
-
-    def indexed(self, index: cst.BaseExpression) -> cst.Call:
+    def indexed(self, holder: Holder | None, index: cst.BaseExpression) -> cst.Call:
         """``torch.device(<type>, index)``."""
-        return cst.Call(self.torch("torch.device"), [cst.Arg(self.device_type, comma=comma()), cst.Arg(index)])
+        call = cst.Call(self.torch("torch.device"), [cst.Arg(self.device_type(holder), comma=comma()), cst.Arg(index)])
+        return self._mark(call, "indexed")  # type: ignore[return-value]
 
-    def typed_string(self, node: cst.SimpleString, rest: str) -> cst.FormattedString:
-        """The string ``node`` (``"cuda<rest>"``) with ``cuda`` replaced by the accelerator's type."""
-        prefix = "f" + node.prefix.lower().replace("u", "")
+    def typed_string(self, holder: Holder | None, quote: str, prefix: str, rest: str) -> cst.FormattedString:
+        end = cast(Quote, quote)
+        """``f"<type><rest>"``: a device string with ``cuda`` replaced by the accelerator's type."""
         text = rest.replace("{", "{{").replace("}", "}}")
-        parts: list[cst.BaseFormattedStringContent] = [cst.FormattedStringExpression(self.device_type)]
+        parts: list[cst.BaseFormattedStringContent] = [cst.FormattedStringExpression(self.device_type(holder))]
         if text:
             parts.append(cst.FormattedStringText(text))
-        return cst.FormattedString(parts, start=prefix + node.quote, end=node.quote)
+        return cst.FormattedString(parts, start="f" + prefix.lower().replace("u", "") + quote, end=end)
 
-    def backend_code(self, rule: RewriteRule) -> str:
-        return f"{rule.to}({self.helper})"
+    def only_on(self, holder: Holder | None, value: cst.BaseExpression, device_type: str) -> cst.IfExp:
+        """``value if <accelerator>.type == "<device_type>" else None``."""
+        if isinstance(value, (cst.IfExp, cst.Lambda)):
+            value = parenthesized(value)
+        test = cst.Comparison(self.device_type(holder), [
+            cst.ComparisonTarget(cst.Equal(), cst.SimpleString(f"{self.quote}{device_type}{self.quote}"))])
+        self.made[id(test)] = (test, "test")
+        return cst.IfExp(test=test, body=value, orelse=cst.Name("None"))
 
-    def backend(self, rule: RewriteRule) -> cst.BaseExpression:
-        self.helper_uses += 1
-        return self.torch(self.backend_code(rule))
+    def backend(self, rule: RewriteRule, holder: Holder | None) -> cst.BaseExpression:
+        """``torch.distributed.get_default_backend_for_device(<accelerator>)``."""
+        return self._mark(cst.Call(self.torch(rule.to), [cst.Arg(self.bare(self.device(holder)))]), "backend")
 
-    def guarded(self, call: cst.BaseExpression, fallback: str) -> cst.IfExp:
+    def call(self, rule: RewriteRule, updated: cst.Call, args: list[cst.Arg]) -> cst.Call:
+        """``updated`` calling ``rule.to`` with ``args``; the availability check is remembered as such."""
+        new = updated.with_changes(func=self.torch(rule.to), args=args)
+        if rule.to.endswith(".is_available"):
+            self._mark(new, "available")
+        return new
+
+    def available(self, rule: RewriteRule) -> cst.BaseExpression:
+        return self._mark(cst.Call(self.torch(rule.to)), "available")
+
+    def guarded(self, call: cst.BaseExpression, test: cst.BaseExpression, fallback: str) -> cst.IfExp:
         """``(call if <accelerator available> else fallback)``."""
-        return cst.IfExp(
-            test=self.available, body=call, orelse=self.torch(fallback),
-            lpar=[cst.LeftParen()], rpar=[cst.RightParen()],
-        )
+        return cst.IfExp(test=test, body=call, orelse=self.torch(fallback), lpar=[cst.LeftParen()],
+                         rpar=[cst.RightParen()])
 
-    def guard_statement(self, line: cst.SimpleStatementLine) -> cst.If:
+    def guard_statement(self, test: cst.BaseExpression, line: cst.SimpleStatementLine) -> cst.If:
         """``if <accelerator available>:`` around a statement line, keeping its comments."""
-        inner = line.with_changes(leading_lines=())
-        body = cst.IndentedBlock([inner], indent=self.indent)
-        return cst.If(test=self.available, body=body, leading_lines=line.leading_lines)
+        body = cst.IndentedBlock([line.with_changes(leading_lines=())], indent=self.indent)
+        return cst.If(test=test, body=body, leading_lines=line.leading_lines)
+
+    def finished_type(self, value: cst.BaseExpression) -> cst.Attribute:
+        """``torch.device(value).type``: the device type of a device string."""
+        return cst.Attribute(cst.Call(self.torch("torch.device"), [cst.Arg(value)]), cst.Name("type"))

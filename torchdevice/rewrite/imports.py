@@ -66,6 +66,15 @@ class ImportMap:
             return f"{base}.{node.attr.value}" if base is not None else None
         return None
 
+    def resolve_ast(self, node: ast.expr) -> str | None:
+        """``resolve`` for an ``ast`` expression."""
+        if isinstance(node, ast.Name):
+            return self._names.get(node.id)
+        if isinstance(node, ast.Attribute):
+            base = self.resolve_ast(node.value)
+            return f"{base}.{node.attr}" if base is not None else None
+        return None
+
 
 def root_name(node: cst.BaseExpression) -> str | None:
     """``a`` for ``a.b.c``; None when the chain does not start with a name."""

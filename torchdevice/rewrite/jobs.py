@@ -1,97 +1,194 @@
-"""Rewrite many files: a cheap text test first, then parsing in a pool of processes."""
+"""Rewrite many files: read, test cheaply, parse and rewrite in a pool of processes; write in this one.
+
+Workers only compute: the parent process is the only one that writes, each file right after its
+result arrives and only if the file is still what the worker read. Workers ignore Ctrl-C (the parent
+stops them) and end by themselves when the parent is gone. Each file gets a size limit (set aside
+unread above it) and a time limit (given up past it), so one generated file cannot stall a run.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import os
-from collections.abc import Callable, Sequence
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
 from torchdevice.rewrite import files, rules
+from torchdevice.rewrite.base import Note
 from torchdevice.rewrite.outline import split_lines
-from torchdevice.rewrite.source import Note, RewriteError, SourceError, rewrite_source
+from torchdevice.rewrite.selection import Selection
+from torchdevice.rewrite.source import RewriteError, SourceError, rewrite_source
 
 Mode = Literal["check", "diff", "write"]
-Status = Literal["skipped", "unchanged", "changed", "failed"]
+Status = Literal["clean", "unchanged", "changed", "skipped", "failed"]
+
+
+@dataclass(frozen=True)
+class Options:
+    mode: Mode = "check"
+    selection: Selection = Selection()
+    max_bytes: int | None = 1_000_000
+    """Files larger than this are set aside unread."""
+    seconds: float | None = 60.0
+    """A file still being rewritten after this long is given up."""
 
 
 @dataclass(frozen=True)
 class FileResult:
     path: str
     status: Status
-    """``skipped``: nothing CUDA-specific in the text; ``failed``: see ``error``."""
+    """``clean``: nothing CUDA-specific in the text; ``skipped``/``failed``: see ``reason``."""
     notes: tuple[Note, ...] = ()
-    error: str = ""
+    sites: dict[str, int] = field(default_factory=dict)
+    """Rule code -> sites rewritten."""
+    added: int = 0
+    """Lines the rewrite adds."""
+    reason: str = ""
     diff: str = ""
+    snapshot: files.Snapshot | None = None
+    data: bytes = b""
+    """``write``: the new content, for the parent to write."""
+
+
+class TimeLimit(Exception):
+    """The per-file time limit was reached."""
 
 
 def rewrite_files(
-    paths: Sequence[Path], mode: Mode, jobs: int, progress: Callable[[int, int], None] | None = None
+    found: Sequence[files.Found], options: Options, jobs: int, progress: Callable[[int, int], None] | None = None,
 ) -> list[FileResult]:
-    """Results in the order of ``paths``; ``progress(done, total)`` is called as files are parsed."""
-    ruleset = rules.default()
-    results: list[FileResult | None] = [None] * len(paths)
-    pending: list[tuple[int, str, bytes]] = []
-    for i, path in enumerate(paths):
-        try:
-            data = files.read(path)
-        except files.Unreadable as exc:
-            results[i] = FileResult(str(path), "failed", error=str(exc))
-            continue
-        if ruleset.may_apply(data):
-            pending.append((i, str(path), data))
+    """Results in the order of ``found``; ``progress(done, total)`` is called as files are done."""
+    results: list[FileResult | None] = [None] * len(found)
+    work: list[tuple[int, str]] = []
+    for i, item in enumerate(found):
+        if item.skip:
+            results[i] = FileResult(str(item.path), "skipped", reason=item.skip)
         else:
-            results[i] = FileResult(str(path), "skipped")
-    work = [(path, data, mode) for _, path, data in pending]
-    if jobs > 1 and len(work) > 1:
-        with ProcessPoolExecutor(max_workers=min(jobs, len(work))) as pool:
-            done = pool.map(_rewrite_one, work, chunksize=max(1, len(work) // (jobs * 16)))
-            _collect(done, pending, results, progress)
-    else:
-        _collect(map(_rewrite_one, work), pending, results, progress)
+            work.append((i, str(item.path)))
+    with _results(work, options, jobs) as done:
+        for n, ((i, _), result) in enumerate(zip(work, done, strict=True), 1):
+            results[i] = _write(result) if options.mode == "write" and result.status == "changed" else result
+            if progress is not None:
+                progress(n, len(work))
     return [r for r in results if r is not None]  # every slot is filled
 
 
-def _collect(done, pending, results, progress) -> None:
-    for n, ((i, _, _), result) in enumerate(zip(pending, done, strict=True), 1):
-        results[i] = result
-        if progress is not None:
-            progress(n, len(pending))
-
-
-def _rewrite_one(job: tuple[str, bytes, Mode]) -> FileResult:
-    path, data, mode = job
+@contextlib.contextmanager
+def _results(work: list[tuple[int, str]], options: Options, jobs: int) -> Iterator[Iterator[FileResult]]:
+    tasks = [(path, options) for _, path in work]
+    if jobs <= 1 or len(tasks) <= 1:
+        yield map(_rewrite_one, tasks)
+        return
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), initializer=_worker, initargs=(os.getpid(),))
     try:
-        return rewrite_file(Path(path), data, mode)
+        yield pool.map(_rewrite_one, tasks, chunksize=max(1, len(tasks) // (jobs * 32)))
+    except BaseException:
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+
+
+def _worker(parent: int) -> None:
+    """In each worker: leave Ctrl-C to the parent, and end when the parent is gone."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    spawner = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.2)
+            if os.getppid() != spawner or not _alive(parent):
+                os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def _rewrite_one(task: tuple[str, Options]) -> FileResult:
+    path, options = task
+    try:
+        return rewrite_file(Path(path), options)
     except Exception as exc:  # one bad file must not stop the others
-        return FileResult(path, "failed", error=f"{path}: internal error: {type(exc).__name__}: {exc}")
+        return FileResult(path, "failed", reason=f"{path}: internal error: {type(exc).__name__}: {exc}")
 
 
-def rewrite_file(path: Path, data: bytes, mode: Mode) -> FileResult:
-    """Rewrite one file's content ``data``; in ``write`` mode, replace the file when it changes."""
+def rewrite_file(path: Path, options: Options) -> FileResult:
+    """Read and rewrite one file; in ``write`` mode the result carries the new content (see ``_write``)."""
+    name = str(path)
     try:
-        source = files.decode(path, data)
-        result = rewrite_source(source, rules.default())
+        data, snapshot = files.read(path, options.max_bytes)
+    except files.Skipped as exc:
+        return FileResult(name, "skipped", reason=str(exc))
     except files.Unreadable as exc:
-        return FileResult(str(path), "failed", error=str(exc))
+        return FileResult(name, "failed", reason=str(exc))
+    if not rules.default().may_apply(data):
+        return FileResult(name, "clean")
+    try:
+        source, encoding = files.decode(path, data)
+        with _time_limit(options.seconds):
+            result = rewrite_source(source, rules.default(), options.selection)
+    except files.Unreadable as exc:
+        return FileResult(name, "failed", reason=str(exc))
     except SourceError as exc:
-        return FileResult(str(path), "failed", error=f"{path}:{exc.line}: syntax error: {exc}")
+        return FileResult(name, "failed", reason=f"{path}:{exc.line}: syntax error: {exc}")
     except RewriteError as exc:
-        return FileResult(str(path), "failed", error=f"{path}: {exc}")
+        return FileResult(name, "failed", reason=f"{path}: {exc}")
+    except TimeLimit:
+        return FileResult(name, "skipped", reason=f"still rewriting after {options.seconds:g} s (--timeout)")
     if result.code == source:
-        return FileResult(str(path), "unchanged", result.notes)
-    diff = ""
-    if mode == "diff":
-        diff = "".join(difflib.unified_diff(
-            split_lines(source), split_lines(result.code),
-            fromfile=os.fspath(path), tofile=os.fspath(path),
-        ))
-    elif mode == "write":
-        try:
-            files.write_atomic(path, files.encode(result.code, data))
-        except OSError as exc:
-            return FileResult(str(path), "failed", result.notes, error=f"{path}: cannot write: {exc.strerror or exc}")
-    return FileResult(str(path), "changed", result.notes, diff=diff)
+        return FileResult(name, "unchanged", result.notes)
+    before, after = split_lines(source), split_lines(result.code)
+    diff = "".join(difflib.unified_diff(before, after, fromfile=name, tofile=name)) if options.mode == "diff" else ""
+    try:
+        new = files.encode(path, result.code, encoding) if options.mode == "write" else b""
+    except files.Refused as exc:
+        return FileResult(name, "failed", result.notes, reason=f"{path}: not written: {exc}")
+    return FileResult(name, "changed", result.notes, result.sites, len(after) - len(before), diff=diff,
+                      snapshot=snapshot, data=new)
+
+
+def _write(result: FileResult) -> FileResult:
+    """Write a changed file's new content (in the parent process)."""
+    assert result.snapshot is not None
+    try:
+        files.replace(Path(result.path), result.snapshot, result.data)
+    except files.Refused as exc:
+        return replace(result, status="failed", reason=f"{result.path}: not written: {exc}", data=b"")
+    except OSError as exc:
+        return replace(result, status="failed", reason=f"{result.path}: cannot write: {exc.strerror or exc}", data=b"")
+    return replace(result, data=b"")
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float | None) -> Iterator[None]:
+    """Raise TimeLimit in the block after ``seconds`` (where the platform has interval timers)."""
+    if not seconds or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expired(signum, frame):
+        raise TimeLimit
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+

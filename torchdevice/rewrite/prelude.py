@@ -1,10 +1,9 @@
-"""The module-level helper naming the accelerator, and ``import torch``, added once per rewritten file.
+"""The module helper naming the accelerator, and ``import torch``, added once per rewritten file where needed.
 
-The helper is ``_DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")``:
-the accelerator present (CUDA, MPS, XPU...) or the CPU. It goes before the first top-level statement
-that needs it, after every statement there that runs code (imports, environment set-up such as
-``os.environ["CUDA_VISIBLE_DEVICES"] = ...``), so it is evaluated when the original would first have
-touched the device, not earlier.
+The helper is ``_DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")``
+(the module's own name for torch): the accelerator present (CUDA, MPS, XPU...) or the CPU. It goes
+right after the imports that come before the first statement using it (and after torch's), never
+between statements of code; where it would be used once, the idiom is written there instead.
 """
 
 from __future__ import annotations
@@ -13,10 +12,12 @@ import re
 from collections.abc import Sequence
 from itertools import count
 
+import libcst as cst
+
+from torchdevice.rewrite.forms import IDIOM, Forms
 from torchdevice.rewrite.outline import Statement
 
 HELPER = "_DEVICE"
-_DEFINITION = '{name} = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")'
 
 
 def helper_name(source: str) -> tuple[str, bool]:
@@ -28,30 +29,68 @@ def helper_name(source: str) -> tuple[str, bool]:
         name = HELPER if i == 0 else f"{HELPER}_{i}"
         if not re.search(rf"\b{name}\b", source):
             return name, False
-        if re.search(rf"^{re.escape(_DEFINITION.format(name=name))}[ \t]*$", source, re.MULTILINE):
+        written = re.escape(IDIOM).replace("torch", r"\w+").replace('"', "[\"']")
+        if re.search(rf"^{name} = {written}[ \t]*(#.*)?$", source, re.MULTILINE):
             return name, True
     raise AssertionError("unreachable")
 
 
-def prelude(
-    statements: Sequence[Statement], first_use: int, helper: str | None, import_torch: bool, newline: str
-) -> tuple[int, str, bool]:
-    """``(line, text, imported)``: insert ``text`` after that many lines of the file.
+def placement(statements: Sequence[Statement], first_use: int, docstring: bool) -> int:
+    """Index of the top-level statement the prelude follows (-1: the top of the file).
 
-    ``text`` holds ``import torch`` when ``import_torch`` and no earlier top-level statement imports
-    it (then ``imported``), and the helper definition unless ``helper`` is None; ``first_use`` is the
-    index of the first top-level statement that refers to them.
+    After the last import before the statement at ``first_use`` and after the first unconditional
+    ``import torch``; after the module docstring at least.
     """
-    position = next((i + 1 for i in range(first_use - 1, -1, -1) if not statements[i].defines), 0)
-    lines = []
-    imported = import_torch and not any(s.imports_torch for s in statements[:position])
-    if imported:
-        lines.append("import torch" + newline)
+    after = max((i for i in range(first_use) if statements[i].imports), default=0 if docstring else -1)
+    torch = next((i for i, s in enumerate(statements) if s.binds_torch), None)
+    return after if torch is None else max(after, torch)
+
+
+def prelude(forms: Forms, helper: str | None, import_torch: bool, newline: str, top: bool) -> str:
+    """The text to insert after a statement (before the first one where ``top``): ``import torch`` and the
+    helper definition, as asked, set off by blank lines."""
+    parts = [f"import torch{newline}"] if import_torch else []
     if helper is not None:
-        definition = _DEFINITION.format(name=helper) + newline
-        lines.append(definition if position == 0 and not lines else newline + definition)
-    if not lines:
-        return 0, "", False
-    if position == 0:
-        return statements[0].start - 1, "".join(lines) + newline, imported
-    return statements[position - 1].end, "".join(lines), imported
+        definition = f"{helper} = {forms.idiom_code}{newline}"
+        parts.append(definition if top and not parts else newline + definition)
+    text = "".join(parts)
+    return text + newline if top and text else text
+
+
+class Inline(cst.CSTTransformer):
+    """Write the idiom in place of the helper's only use; ``failed`` where it cannot (inside an f-string)."""
+
+    def __init__(self, helper: str, forms: Forms) -> None:
+        super().__init__()
+        self.helper, self.forms = helper, forms
+        self.strings = 0
+        self.failed = False
+
+    def visit_FormattedString(self, node: cst.FormattedString) -> None:
+        self.strings += 1
+
+    def leave_FormattedString(self, original_node, updated_node):
+        self.strings -= 1
+        return updated_node
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
+        if original_node.value != self.helper:
+            return updated_node
+        self.failed |= self.strings > 0
+        return self.forms.idiom
+
+    def _bare(self, holder):
+        return holder if holder.value is None else holder.with_changes(value=self.forms.bare(holder.value))
+
+    def leave_Arg(self, original_node, updated_node):
+        return self._bare(updated_node)
+
+    def leave_Assign(self, original_node, updated_node):
+        return self._bare(updated_node)
+
+    def leave_Return(self, original_node, updated_node):
+        return self._bare(updated_node)
+
+    def leave_Param(self, original_node, updated_node):
+        default = updated_node.default
+        return updated_node if default is None else updated_node.with_changes(default=self.forms.bare(default))

@@ -1,4 +1,4 @@
-"""What ``torchdevice rewrite`` tells the user: per-file lines, notes, the summary, the exit status."""
+"""What ``torchdevice rewrite`` tells the user: per-file lines, reports, the summary, the exit status."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import TextIO
 
+from torchdevice.rewrite import REQUIRES_TORCH
 from torchdevice.rewrite.jobs import FileResult, Mode
 
 EXIT_CHANGES = 1
@@ -18,25 +19,34 @@ _CHANGED = {"check": "would be rewritten", "diff": "would be rewritten", "write"
 
 
 def print_results(results: Sequence[FileResult], mode: Mode, out: TextIO, err: TextIO) -> None:
-    """Diffs on ``out``; what changed, notes (``path:line: message``) and errors on ``err``."""
+    """Diffs on ``out``; what changed, reports (``path:line:column: CODE message``), files set aside and errors
+    on ``err``."""
     for r in results:
         if r.diff:
             out.write(r.diff)
         if r.status == "changed":
             print(f"{_DONE[mode]} {r.path}", file=err)
         for note in r.notes:
-            print(f"{r.path}:{note.line}: {note.message}", file=err)
-        if r.error:
-            print(f"error: {r.error}", file=err)
+            print(f"{r.path}:{note.line}:{note.column}: {note.code} {note.message}", file=err)
+        if r.status == "skipped":
+            print(f"skipped {r.path}: {r.reason}", file=err)
+        elif r.status == "failed":
+            print(f"error: {r.reason}", file=err)
 
 
 def summary(results: Sequence[FileResult], mode: Mode, seconds: float) -> str:
     counts = Counter(r.status for r in results)
     files = "file" if len(results) == 1 else "files"
-    return (
+    sites = sum(n for r in results for n in r.sites.values())
+    reported = sum(len(r.notes) for r in results)
+    text = (
         f"{len(results)} {files} scanned in {seconds:.1f}s: {counts['changed']} {_CHANGED[mode]}, "
-        f"{counts['unchanged']} unchanged, {counts['skipped']} skipped (no CUDA code), {counts['failed']} failed"
+        f"{counts['unchanged']} unchanged, {counts['clean']} without CUDA code, {counts['skipped']} skipped, "
+        f"{counts['failed']} failed; {sites} sites rewritten, {reported} reported"
     )
+    if counts["changed"]:
+        text += f"; the rewritten code needs torch>={'.'.join(map(str, REQUIRES_TORCH))}"
+    return text
 
 
 def exit_status(results: Sequence[FileResult], mode: Mode) -> int:

@@ -2,26 +2,31 @@
 
 The module is outlined with ``ast`` (fast); only the units that mention something to rewrite are
 parsed with libcst, transformed by one :class:`~torchdevice.rewrite.transform.Rewriter` in textual
-order, and spliced back. Text outside rewritten units is kept byte for byte.
+order, and spliced back. Text outside rewritten units is kept byte for byte. The accelerator helper
+(and ``import torch`` where the module has none) is added last, where the rewritten code needs it.
 """
 
 from __future__ import annotations
 
+import ast
+import re
 from dataclasses import dataclass
 from typing import cast
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
 
-from torchdevice.rewrite.forms import Forms
-from torchdevice.rewrite.imports import RemoveImports
-from torchdevice.rewrite.outline import Outline, Unit, imports_torch, outline, outline_cst, parse_ast, split_lines
-from torchdevice.rewrite.prelude import helper_name, prelude
+from torchdevice.rewrite.base import Note
+from torchdevice.rewrite.facts import Facts
+from torchdevice.rewrite.forms import Forms, preferred_quote
+from torchdevice.rewrite.imports import ImportMap, RemoveImports
+from torchdevice.rewrite.outline import Outline, Unit, outline, outline_cst, parse_ast, split_lines
+from torchdevice.rewrite.prelude import Inline, helper_name, placement, prelude
 from torchdevice.rewrite.rules import RuleSet
+from torchdevice.rewrite.selection import Selection, suppressions
 from torchdevice.rewrite.transform import Rewriter
 
 _WRAPPER = "if True:"
-"""Parses the statements of a class body on their own (followed by the file's newline)."""
+"""Parses the statements of a block on their own (followed by the file's newline)."""
 
 
 class SourceError(ValueError):
@@ -37,78 +42,99 @@ class RewriteError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Note:
-    """Something left as is because it cannot be rewritten safely."""
-
-    line: int
-    message: str
-
-
-@dataclass(frozen=True)
 class Rewritten:
     code: str
     notes: tuple[Note, ...]
+    """CUDA-specific choices left in place, in line order."""
+    sites: dict[str, int]
+    """Rule code -> how many sites it rewrote."""
 
 
-def rewrite_source(source: str, rules: RuleSet) -> Rewritten:
-    """The rewritten ``source`` and what was left alone; raises SourceError when it does not parse."""
+def rewrite_source(source: str, rules: RuleSet, selection: Selection | None = None) -> Rewritten:
+    """The rewritten ``source`` and what was left alone (the rules ``selection`` turns on, default all); raises
+    SourceError when it does not parse."""
     lines = split_lines(source)
     newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
     wrapper = _WRAPPER + newline
     shape, checked = _outline(source, lines, rules)
-    helper, defined = helper_name(source)
-    forms = Forms(helper, rules.available, shape.indent)
-    rewriter = Rewriter(rules, forms)
+    imports = ImportMap()
     for node in shape.imports:
-        rewriter.imports.add_ast(node)
-    parsed: list[tuple[Unit, cst.Module]] = []
-    notes: list[Note] = []
-    first_use = None
+        imports.add_ast(node)
+    facts = Facts(shape, imports, rules, source)
+    helper, defined = helper_name(source)
+    inline = facts.module_torch is None and facts.alias is not None  # torch imported, but not at module level
+    forms = Forms(facts.alias or "torch", None if inline else helper, shape.indent, preferred_quote(source))
+    rewriter = Rewriter(rules, facts, forms, selection or Selection(), suppressions(lines))
+    codes: dict[Unit, str] = {}
+    importing: dict[Unit, cst.Module] = {}  # units whose imports may go once all their uses are rewritten
+    gate = rules.check("version-gate")
     for unit in shape.units:
-        text = "".join(lines[unit.start - 1 : unit.end])
-        module = _parse(wrapper + text if unit.indented else text, unit)
-        uses, noted = forms.helper_uses + forms.torch_uses, len(rewriter.notes)
-        rewriter.start_unit()
+        fallback = facts.gate(unit)
+        if fallback is not None:  # the CUDA branch of a choice between torch releases
+            text = lines[unit.start - 1]
+            rewriter.note_at(unit.start, len(text) - len(text.lstrip()) + 1, gate,
+                             f"the fallback of `if {ast.unparse(fallback.test)}:`: {gate.doc}")
+            continue
+        module = _parse(wrapper + "".join(lines[unit.start - 1 : unit.end]) if unit.indented else
+                        "".join(lines[unit.start - 1 : unit.end]), unit)
+        rewriter.start_unit(unit, module)
         new = module.visit(rewriter)
-        if rewriter.changed or rewriter.imported:  # imports may go once all their uses are rewritten
-            parsed.append((unit, new))
-        if first_use is None and forms.helper_uses + forms.torch_uses > uses:
-            first_use = unit.top
-        notes += _notes(module, unit, rewriter.notes[noted:])
-    out = list(lines)
+        if rewriter.imported:
+            importing[unit] = new
+        elif rewriter.changed:
+            codes[unit] = _unit_code(new, unit, set(), wrapper)  # only text is kept: a unit's tree is large
     removable = rewriter.removable_imports()
-    for unit, module in parsed:
-        code = _unit_code(module, unit, removable, wrapper)
-        out[unit.start - 1 : unit.end] = [code] + [""] * (unit.end - unit.start)  # line numbers stay valid
-    if first_use is not None:
-        notes += _add_prelude(out, shape, first_use, helper if forms.helper_uses and not defined else None, newline)
+    codes.update((unit, _unit_code(module, unit, removable, wrapper)) for unit, module in importing.items())
+    prelude_at = None
+    if not inline and not defined:
+        prelude_at = _prelude(codes, lines, shape, facts, forms, helper, newline, wrapper)
+    out = list(lines)
+    for unit, text in codes.items():
+        out[unit.start - 1 : unit.end] = [text] + [""] * (unit.end - unit.start)  # line numbers stay valid
+    if prelude_at is not None:
+        out.insert(*prelude_at)
     code = "".join(out)
     if code != source:
         _verify(code, checked)
-    return Rewritten(code, tuple(sorted(set(notes), key=lambda n: (n.line, n.message))))
+    notes = tuple(sorted(set(rewriter.notes), key=lambda n: (n.line, n.column, n.code)))
+    return Rewritten(code, notes, dict(+rewriter.sites))
 
 
-def _add_prelude(out: list[str], shape: Outline, first_use: int, helper: str | None, newline: str) -> list[Note]:
-    """Insert the helper and ``import torch`` as needed into the lines ``out``.
+def _prelude(
+    codes: dict[Unit, str], lines: list[str], shape: Outline, facts: Facts, forms: Forms, helper: str,
+    newline: str, wrapper: str,
+) -> tuple[int, str] | None:
+    """Where to insert what: the helper where the rewritten units use it (unless the idiom is written at its
+    only use instead), and ``import torch`` where the module has none and the rewritten code needs it."""
+    uses = {unit: len(re.findall(rf"\b{helper}\b", text)) for unit, text in codes.items()}
+    if sum(uses.values()) == 1:
+        unit = next(u for u, n in uses.items() if n)
+        inlined = Inline(helper, forms)
+        module = _parse(wrapper + codes[unit] if unit.indented else codes[unit], unit).visit(inlined)
+        if not inlined.failed:
+            codes[unit] = _unit_code(module, unit, set(), wrapper)
+            uses[unit] = 0
+    imported = {unit for unit, text in codes.items() if facts.alias is None and
+                _count_torch(text) > _count_torch("".join(lines[unit.start - 1 : unit.end]))}
+    needs = [unit.top for unit in codes if uses[unit] or unit in imported]
+    if not needs:
+        return None
+    tree = shape.tree
+    docstring = tree is not None and bool(tree.body) and isinstance(tree.body[0], ast.Expr) and \
+        isinstance(tree.body[0].value, ast.Constant) and isinstance(tree.body[0].value.value, str)
+    after = placement(shape.statements, min(needs), docstring)
+    text = prelude(forms, helper if any(uses.values()) else None, bool(imported), newline, after < 0)
+    return (shape.statements[after].end if after >= 0 else shape.statements[0].start - 1), text
 
-    ``torch.…`` written where the original used ``torch`` works where it did; the module-level helper
-    needs a module-level import, and so does a module that imports torch nowhere.
-    """
-    elsewhere = any(imports_torch(node) for node in shape.imports)
-    after, text, imported = prelude(shape.statements, first_use, helper, helper is not None or not elsewhere,
-                                    newline)
-    if text:
-        out.insert(after, text)
-    if imported and elsewhere:
-        message = "`import torch` added for the accelerator helper: torch was not imported at module level before it"
-        return [Note(shape.statements[first_use].start, message)]
-    return []
+
+def _count_torch(text: str) -> int:
+    return len(re.findall(r"(?<![\w.])torch\.", text))
 
 
 def _outline(source: str, lines: list[str], rules: RuleSet) -> tuple[Outline, bool]:
     """The outline, and whether ``ast`` could parse the source (then it can check the result too)."""
     try:
-        return outline(source, lines, rules.triggers, rules.guarded_methods), True
+        return outline(source, lines, rules.triggers, rules.guarded_methods, rules.index_sites(source)), True
     except (SyntaxError, ValueError) as exc:
         error = exc
     try:  # syntax newer than this Python's, or a real error: then Python's own message is the clearest
@@ -129,8 +155,8 @@ def _parse(text: str, unit: Unit) -> cst.Module:
 def _unit_code(module: cst.Module, unit: Unit, removable: set[str], wrapper: str) -> str:
     """The text of a rewritten unit, without the imports of ``removable``.
 
-    An indented unit is parsed under ``wrapper``; unless it is the only statement of its block, it
-    may lose all its statements.
+    An indented unit is parsed under ``wrapper``; unless it is the whole of its block, it may lose all
+    its statements.
     """
     if not unit.indented:
         module = module.visit(RemoveImports(removable)) if removable else module
@@ -140,14 +166,6 @@ def _unit_code(module: cst.Module, unit: Unit, removable: set[str], wrapper: str
         wrapped = cast(cst.If, wrapped.visit(RemoveImports(removable, None if unit.sole else wrapped.body)))
     code = module.with_changes(body=[wrapped]).code.removeprefix(wrapper)
     return code if wrapped.body.body else code.partition("\n")[2]  # libcst writes an empty block as `pass`
-
-
-def _notes(module: cst.Module, unit: Unit, found: list[tuple[cst.CSTNode, str]]) -> list[Note]:
-    if not found:
-        return []
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    offset = unit.start - 1 - unit.indented
-    return [Note(positions[node].start.line + offset, message) for node, message in found]
 
 
 def _verify(code: str, checked: bool) -> None:

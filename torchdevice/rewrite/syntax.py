@@ -16,10 +16,13 @@ def code(node: cst.CSTNode) -> str:
 
 def string_value(node: cst.CSTNode) -> str | None:
     """The value of a plain string literal (not bytes, not an f-string), else None."""
-    if isinstance(node, cst.SimpleString):
-        value = node.evaluated_value
-        return value if isinstance(value, str) else None
-    return None
+    if not isinstance(node, cst.SimpleString):
+        return None
+    raw = node.value
+    if raw[0] in "\"'" and "\\" not in raw and raw[:3] not in ('"""', "'''"):
+        return raw[1:-1]  # no prefix, no escapes: what ``evaluated_value`` would give, without parsing it
+    value = node.evaluated_value
+    return value if isinstance(value, str) else None
 
 
 def option_name(node: cst.BaseExpression) -> str:
