@@ -88,6 +88,14 @@ class Plan:
                 out[i] = torch.tensor(out[i], dtype=dtype)
         return tuple(out)
 
+    def write_aliased(self, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Write each result that the schema declares an alias of an argument into that argument,
+        where ``value`` (computed elsewhere) holds a new tensor there."""
+        values = value if len(self.aliases) > 1 else (value,)
+        for a, v in zip(self.aliases, values, strict=True):
+            if a is not None and v is not (original := args[a] if isinstance(a, int) else kwargs[a]):
+                _write_back(original, v)
+
     def result(self, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any], target: Target) -> Any:
         """``value`` (computed elsewhere) as the target's kernel returns it (see the module docstring)."""
         if not any(a is not None for a in self.aliases):
@@ -123,10 +131,12 @@ def on_mlx(shim: Callable[..., Any], plan: Plan, args: tuple[Any, ...], kwargs: 
            target: Target) -> Any:
     """Run the call through its MLX shim (below autograd: the inputs' graph is autograd's business)
     once torch has checked it (:mod:`~torchdevice.fallback.validate`: a call torch rejects is left
-    to torch's kernel); the result gets torch's dtypes, and one of another shape is refused."""
+    to torch's kernel); the result gets torch's dtypes, one of another shape is refused, and an
+    in-place or ``out=`` result the shim computed as a new tensor is written into its argument."""
     expected = validate.expect(plan.op, args, kwargs)
     with torch.no_grad():
         value = validate.conform(plan.op._name, shim(*args, **kwargs), expected)
+        plan.write_aliased(value, args, kwargs)
     return plan.result(value, args, kwargs, target)
 
 
