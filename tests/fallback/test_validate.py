@@ -102,3 +102,25 @@ def test_an_in_place_call_of_a_functional_shim_writes_its_argument(fallbacks):
         y = torch.relu_(x)
     assert y is x and x.tolist() == [0.0, 2.0, 0.0]
     assert fallbacks["aten::relu_", "mlx"] == 1
+
+
+def test_meta_results_are_remembered_per_call_signature():
+    ints = torch.arange(4)
+    first = validate.meta_outputs(torch.ops.aten.add.Tensor, (ints, 1), {})
+    assert validate.meta_outputs(torch.ops.aten.add.Tensor, (ints.clone(), 1), {}) is first
+    assert first.dtype == torch.int64
+    assert validate.meta_outputs(torch.ops.aten.add.Tensor, (ints, 1.0), {}).dtype == torch.float32  # 1 == 1.0
+    assert validate.meta_outputs(torch.ops.aten.add.Tensor, (ints.view(2, 2), 1), {}).shape == (2, 2)
+    assert validate.meta_outputs(torch.ops.aten.add.Tensor, (ints[::2], 1), {}).shape == (2,)
+    with pytest.raises(RuntimeError):  # an error is torch's on every call, not remembered as a result
+        validate.meta_outputs(torch.ops.aten.mm.default, (torch.ones(2, 3), torch.ones(2, 3)), {})
+
+
+def test_an_argument_written_that_overlaps_another_is_left_to_torch(fallbacks):
+    x = torch.arange(6.0)
+    with pytest.raises(Unverifiable):
+        validate.meta_outputs(torch.ops.aten.add_.Tensor, (x[1:], x[:-1]), {})
+    assert validate.meta_outputs(torch.ops.aten.add_.Tensor, (x, x), {}).shape == (6,)  # the same tensor: fine
+    with mc.mlx_route("aten::add_.Tensor"), pytest.raises(RuntimeError, match="single memory location"):
+        x[1:].add_(x[:-1])
+    assert fallbacks["aten::add_.Tensor", "mlx"] == 0

@@ -58,10 +58,10 @@ class Plan:
             for i, a in enumerate(self.op._schema.arguments) if a.alias_info is not None and a.alias_info.is_write
         }
 
-    @cached_property
+    @property
     def written(self) -> tuple[int | str, ...]:
         """Positions (keyword names for keyword-only) of the arguments the op writes to."""
-        return tuple(self._written.values())
+        return validate.written(self.op)
 
     @cached_property
     def aliases(self) -> tuple[int | str | None, ...]:
