@@ -22,10 +22,17 @@ from torchdevice.fallback.mlx_bridge import MlxUnsupported
 MAX_COMPARED = 3  # samples compared for the first dtype of an entry
 MAX_COMPARED_MORE = 1  # ... and for each further dtype
 MAX_TRIED = 40
-TOLERANCES = {  # (rtol, atol) per result dtype
+TOLERANCES = {  # (rtol, atol) per result dtype; other dtypes (integers, bool) compare exactly
+    # MLX and torch run different kernels (summation orders, approximations of transcendental
+    # functions, vector widths by CPU), so results differ by rounding, never bit for bit. float32 and
+    # complex64: 1e-5 (~80 ulps) covers reductions of hundreds of terms, where torch's own default
+    # (1.3e-6, same kernel) would not; a wrong kernel is off by far more.
     torch.float32: (1e-5, 1e-5),
     torch.complex64: (1e-5, 1e-5),
+    # float16: one ulp (2^-10 ~ 9.8e-4 relative at most), torch's default rtol; atol the same, for
+    # results near zero computed from operands of magnitude ~1.
     torch.float16: (1e-3, 1e-3),
+    # bfloat16: two ulps (2^-7 ~ 7.8e-3 relative at most each), torch's default rtol.
     torch.bfloat16: (1.6e-2, 1e-2),
 }
 Sample = tuple[tuple[Any, ...], dict[str, Any]]
