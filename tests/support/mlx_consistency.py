@@ -11,7 +11,8 @@ reach the overload is tried once more as a direct call of the overload itself (`
 ``aten::relu_``: overloads the Python API reaches only from C++), kept when it binds.
 
 The route is the engine on the CPU target with ``prefer_mlx`` and the one overload's shim, so a
-difference is that overload's; :class:`~fallback_support.Fallbacks` counts the calls MLX ran.
+difference is that overload's; :class:`~fallback_support.Fallbacks` counts the calls MLX ran. The
+dtypes a mapping claims are the MLX overlay's (:func:`claimed_dtypes`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import fallback_support
 import torch
 import yaml
 from mlx_samples import clone, compare
@@ -70,10 +72,16 @@ def expected_failures() -> dict[tuple[str, str], ExpectedFailure]:
     return out
 
 
-def registered(overload: str) -> bool:
-    """Whether the engine registers ``overload``: an op that decomposes above the backend keys
-    (CompositeImplicitAutograd) has no kernel of its own, so its shim never runs."""
-    return not torch._C._dispatch_has_kernel_for_dispatch_key(overload, "CompositeImplicitAutograd")
+@cache
+def registered() -> frozenset[str]:
+    """The routed overloads the engine registers a kernel for, all shims installed with ``prefer_mlx``
+    on the CPU target (an op that decomposes above the backend keys has no kernel to replace)."""
+    library = Engine(CPU, CapabilityCache(CPU.name, None), shims={op: SHIMS[e] for op, e in ROUTED.items()},
+                     prefer_mlx=True).install()
+    try:
+        return frozenset(op for op in ROUTED if fallback_support.registered(op, CPU.dispatch_key))
+    finally:
+        library._destroy()
 
 
 @cache
