@@ -89,7 +89,7 @@ class Engine:
         self.target = target
         self.cache = cache
         self.shims = dict(shims or {})
-        self.unsupported: tuple[type[BaseException], ...] = (*unsupported, Refused)  # a shim's, torch's checks'
+        self.unsupported: tuple[type[BaseException], ...] = (*unsupported, Refused)  # shims', torch's checks'
         self.prefer_mlx = prefer_mlx
 
     def overloads(self) -> list[str]:

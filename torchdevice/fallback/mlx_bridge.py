@@ -16,7 +16,7 @@ downcast=True)`` narrows float64 -> float32 (complex128 -> complex64) for caller
 
 Every refusal is an :class:`MlxUnsupported`, so a caller can catch one exception type and run the
 call elsewhere (CPU). Tensors that autograd records are refused too: MLX results carry no graph;
-and empty tensors: there is nothing for MLX to speed up, and mlx 0.32.4 mishandles some (a float16
+and empty tensors: there is nothing for MLX to speed up, and mlx 0.32.4 mishandles some (a half-precision
 ``prod`` over the empty axis of an imported ``(3, 0)`` array looped without end in the consistency
 suite, depending on what ran before).
 """
