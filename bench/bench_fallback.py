@@ -1,4 +1,5 @@
-"""The fallback engine: MLX route against CPU route, conversion cost, cost of a cached decision, install.
+"""The fallback engine: MLX route against CPU route, conversion cost, cost of a cached decision, cost of
+torch's check before an MLX call, install.
 
 Ops run on the simulated MPS target (:mod:`torchdevice.fallback.simulated`), marked missing, so each
 call goes through the engine's kernel exactly as on MPS: verdict lookup, then the MLX shim or the
@@ -102,6 +103,33 @@ def decision_overhead() -> Iterator[dict[str, Any]]:
            "direct_cpu_s": best_direct, "overhead_s": best_engine - best_direct}
 
 
+def meta_check() -> Iterator[dict[str, Any]]:
+    """torch's check before an MLX call (:func:`torchdevice.fallback.validate.expect`) against the MLX
+    call it guards (the shim alone), on small inputs, where the check weighs most: per call with the
+    call's signature remembered (a loop calling with the same shapes), and when it is new."""
+    from torchdevice_generated.mlx_shims import SHIMS
+
+    from torchdevice.fallback import validate
+
+    aten = torch.ops.aten
+    cases = [
+        ("exp of 16 floats", aten.exp.default, (torch.randn(16),), "torch.Tensor.exp"),
+        ("add 64x64 + 64", aten.add.Tensor, (torch.randn(64, 64), torch.randn(64)), "torch.Tensor.add"),
+        ("in-place add_ 64x64 + 64", aten.add_.Tensor, (torch.randn(64, 64), torch.randn(64)), "torch.Tensor.add_"),
+        ("sum(dim=1) of 256x256", aten.sum.dim_IntList, (torch.randn(256, 256), [1]), "torch.Tensor.sum"),
+        ("cat of 3 64x64", aten.cat.default, ([torch.randn(64, 64)] * 3,), "torch.cat"),
+        ("mm 256x256", aten.mm.default, (torch.randn(256, 256), torch.randn(256, 256)), "torch.Tensor.mm"),
+    ]
+    for label, op, args, entry in cases:
+        shim = SHIMS[entry]
+        remembered = per_call(lambda: validate.expect(op, args, {}), number=5000, repeat=5)  # noqa: B023
+        new = per_call(lambda: (validate.known.clear(), validate.expect(op, args, {})),  # noqa: B023
+                       number=200, repeat=5)
+        mlx = per_call(lambda: shim(*args), number=50, repeat=5)  # noqa: B023
+        yield {"name": f"meta check: {label}", "check_s": remembered, "check_new_signature_s": new,
+               "mlx_call_s": mlx, "check_over_mlx": remembered / mlx}
+
+
 def install() -> Iterator[dict[str, Any]]:
     """Registering the MPS kernel table (every overload the catalog lists as missing on MPS)."""
     from torchdevice_generated.fallback_table import MISSING_ON_MPS as missing
@@ -120,4 +148,5 @@ def run() -> Iterator[dict[str, Any]]:
     yield from routes()
     yield from conversion()
     yield from decision_overhead()
+    yield from meta_check()
     yield from install()

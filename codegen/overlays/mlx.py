@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Transform = Literal[
-    "axis", "vector_axis", "ddof_correction", "repeats", "zero_if_none", "pad", "reduction", "cast_input", "accumulate",
+    "axis", "vector_axis", "ddof_correction", "repeats", "zero_if_none", "reduction", "cast_input", "accumulate",
 ]
 """How an argument's value is translated: ``torchdevice.fallback.mlx_bridge.translate_<kind>(value, ref)``
 (``ref``: the first tensor input). ``cast_input`` and ``accumulate`` apply the op's ``dtype=`` to the
@@ -41,6 +41,20 @@ class MlxCall:
     mlx: str
     args: dict[str, str | int] = field(default_factory=dict)
     fixed: dict[str, str | int | float | bool] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class IndexRange:
+    """A check of index values torch's meta kernel cannot make (``index_select``, ``take``, ``embedding``)."""
+
+    index: str
+    """The parameter holding the indices."""
+    of: str
+    """The tensor parameter they index."""
+    dim: str | int | None = None
+    """The dimension indexed: a parameter naming it or a constant; ``None``: the flattened tensor."""
+    wraps: bool = False
+    """Negative indices count from the end (``take``); else they are out of range."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +78,12 @@ class MlxOp:
     """Dtype families routed to MLX (checked on the first tensor input); others run elsewhere."""
     dtype_of: str | None = None
     """The tensor parameter whose dtype is checked, when not the first (``embedding``'s ``weight``)."""
+    index_range: IndexRange | None = None
+    """Indices checked before the MLX call: out of range, the call goes to torch's kernel, which raises."""
+    nonzero: str | None = None
+    """A divisor checked for zeros in integer division (torch raises ``ZeroDivisionError``, MLX does not)."""
+    representable: str | None = None
+    """A scalar torch converts to the input's dtype, checked to fit it (torch raises on overflow)."""
     opmath: bool = False
     """float16 and bfloat16 inputs are computed in float32 and the result rounded once, as torch's kernels
     do (reductions, softmax, division): MLX would accumulate in half precision."""
@@ -73,6 +93,8 @@ class MlxOp:
     """How many tensors the MLX call itself returns (``linalg.qr``: 2)."""
     overloads: tuple[str, ...] = ()
     """The overload names covered (of the op and of its in-place op); default: every one the record fits."""
+    inplace: bool = True
+    """Whether the in-place op's overloads (``abs_``) are covered too."""
     stream: Literal["default", "cpu"] = "default"
     """``cpu``: run on MLX's CPU stream (MLX has no GPU kernel, e.g. most of ``mlx.core.linalg``)."""
     nonempty: bool = False
@@ -94,7 +116,14 @@ class MlxOp:
     def params(self) -> frozenset[str]:
         """Every schema parameter the record names."""
         also = frozenset(self.also.args) if self.also else frozenset()
-        return frozenset(self.args) | frozenset(self.values) | frozenset(self.ignore) | also
+        return frozenset(self.args) | frozenset(self.values) | frozenset(self.ignore) | also | self.checked
+
+    @property
+    def checked(self) -> frozenset[str]:
+        """The parameters the data checks read."""
+        index = self.index_range
+        names = {index.index, index.of, *([index.dim] if isinstance(index.dim, str) else [])} if index else set()
+        return frozenset(names | {p for p in (self.nonzero, self.representable) if p})
 
     @property
     def input_cast(self) -> tuple[str, str] | None:

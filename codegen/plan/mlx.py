@@ -180,6 +180,22 @@ class Shim:
         return None if also is None else self._call("_mlx_also", also.mlx, also.args, also.fixed)
 
     @property
+    def checks(self) -> tuple[str, ...]:
+        """The data checks the shim makes before its MLX call (``torchdevice.fallback.data_checks``)."""
+        out = []
+        index = self.op.index_range
+        if index is not None:
+            out.append(f"_checks.index_range({self.key!r}, _x_{index.index}, _checks.size({index.of}, {index.dim}), "
+                       f"wraps={index.wraps})")
+        if self.op.nonzero is not None:
+            promoted = ", ".join(self.op.promote)
+            dtype = f"torch.result_type({promoted})" if promoted else f"{self.first_tensor}.dtype"
+            out.append(f"_checks.nonzero_divisor({self.key!r}, _x_{self.op.nonzero}, {dtype})")
+        if self.op.representable is not None:
+            out.append(f"_checks.representable({self.key!r}, {self.op.representable}, {self.first_tensor}.dtype)")
+        return tuple(out)
+
+    @property
     def result(self) -> str:
         """The expression turning the MLX result(s) into torch tensors."""
         if self.op.also is not None:
@@ -190,6 +206,10 @@ class Shim:
 
     def validate(self) -> None:
         """Raise ShimError for a record that cannot produce a working shim."""
+        read = [self.op.index_range.index if self.op.index_range else None, self.op.nonzero]
+        unconverted = [n for n in read if n is not None and n not in self.converted]
+        if unconverted:
+            raise self.fail(f"data checks read parameters that are not passed to MLX: {unconverted}")
         missing = set(self.op.promote) - set(self.converted)
         if missing:
             raise self.fail(f"promote names parameters that are not passed to MLX: {sorted(missing)}")
@@ -224,7 +244,7 @@ def shims(catalog: Catalog) -> tuple[Shim, ...]:
         if overload:
             candidates = [catalog[OVERLOAD_PREFIX + record.key]]
         else:
-            candidates = by_op.get(op, []) + by_op.get(op + "_", [])
+            candidates = by_op.get(op, []) + (by_op.get(op + "_", []) if record.op.inplace else [])
         covered = [e for e in candidates if _covers(record.op, e, overload or None)]
         covered.sort(key=lambda e: (_is_variant(e), e.name))
         shim = Shim(record, tuple(covered))

@@ -15,6 +15,7 @@ import mlx.core
 import mlx.nn
 import torch
 
+from torchdevice.fallback import data_checks as _checks
 from torchdevice.fallback import mlx_bridge as _b
 
 
@@ -155,7 +156,7 @@ def aten_round(*, self, decimals=None):
     _b.check_dtype('round', self, ('float',))
     _mlx_device = _b.device_of(self)
     _x_self = _b.arg(self)
-    _x_decimals = _b.arg(decimals)
+    _x_decimals = _b.translate_zero_if_none(decimals, self)
     try:
         _mlx_result = mlx.core.round(_x_self, decimals=_x_decimals)
         return _b.to_torch(_mlx_result, _mlx_device)
@@ -687,22 +688,6 @@ def aten_mish(*, self):
         raise _b.rejected('mish') from _mlx_error
 
 
-def aten_softplus(*, self, beta=1, threshold=20):
-    """``aten::softplus`` on ``mlx.nn.softplus``."""
-    if beta != 1:
-        raise _b.refused('softplus', 'beta')
-    if threshold != 20:
-        raise _b.refused('softplus', 'threshold')
-    _b.check_dtype('softplus', self, ('float',))
-    _mlx_device = _b.device_of(self)
-    _x_self = _b.arg(self)
-    try:
-        _mlx_result = mlx.nn.softplus(_x_self)
-        return _b.to_torch(_mlx_result, _mlx_device)
-    except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('softplus') from _mlx_error
-
-
 def aten_glu(*, self, dim=-1):
     """``aten::glu`` on ``mlx.nn.glu``."""
     _b.check_dtype('glu', self, ('float',))
@@ -792,13 +777,12 @@ def aten_mul(*, self, other):
 
 def aten_floor_divide(*, self, other):
     """``aten::floor_divide`` on ``mlx.core.floor_divide``."""
-    _b.check_dtype('floor_divide', self, ('float',))
+    _b.check_dtype('floor_divide', self, ('float32', 'int'))
     _mlx_device = _b.device_of(self, other)
     _mlx_common = torch.result_type(self, other)
     _x_self = _b.arg(self, _mlx_common)
     _x_other = _b.arg(other, _mlx_common)
-    _x_self = _b.opmath(_x_self)
-    _x_other = _b.opmath(_x_other)
+    _checks.nonzero_divisor('floor_divide', _x_other, torch.result_type(self, other))
     try:
         _mlx_result = mlx.core.floor_divide(_x_self, _x_other)
         return _b.to_torch(_mlx_result, _mlx_device)
@@ -808,13 +792,14 @@ def aten_floor_divide(*, self, other):
 
 def aten_remainder(*, self, other):
     """``aten::remainder`` on ``mlx.core.remainder``."""
-    _b.check_dtype('remainder', self, ('float',))
+    _b.check_dtype('remainder', self, ('float', 'int'))
     _mlx_device = _b.device_of(self, other)
     _mlx_common = torch.result_type(self, other)
     _x_self = _b.arg(self, _mlx_common)
     _x_other = _b.arg(other, _mlx_common)
     _x_self = _b.opmath(_x_self)
     _x_other = _b.opmath(_x_other)
+    _checks.nonzero_divisor('remainder', _x_other, torch.result_type(self, other))
     try:
         _mlx_result = mlx.core.remainder(_x_self, _x_other)
         return _b.to_torch(_mlx_result, _mlx_device)
@@ -1615,26 +1600,13 @@ def aten_triu(*, self, diagonal=0):
         raise _b.rejected('triu') from _mlx_error
 
 
-def aten_constant_pad_nd(*, self, pad, value=0):
-    """``aten::constant_pad_nd`` on ``mlx.core.pad``."""
-    _b.check_dtype('constant_pad_nd', self, ('float', 'int', 'bool'))
-    _mlx_device = _b.device_of(self, value)
-    _x_self = _b.arg(self)
-    _x_value = _b.arg(value)
-    _x_pad = _b.translate_pad(pad, self)
-    try:
-        _mlx_result = mlx.core.pad(_x_self, pad_width=_x_pad, constant_values=_x_value)
-        return _b.to_torch(_mlx_result, _mlx_device)
-    except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('constant_pad_nd') from _mlx_error
-
-
 def aten_take(*, self, index):
     """``aten::take`` on ``mlx.core.take``."""
     _b.check_dtype('take', self, ('float', 'int', 'bool'))
     _mlx_device = _b.device_of(self, index)
     _x_self = _b.arg(self)
     _x_index = _b.arg(index)
+    _checks.index_range('take', _x_index, _checks.size(self, None), wraps=True)
     try:
         _mlx_result = mlx.core.take(_x_self, indices=_x_index)
         return _b.to_torch(_mlx_result, _mlx_device)
@@ -1649,6 +1621,7 @@ def aten_index_select(*, self, dim, index):
     _x_self = _b.arg(self)
     _x_dim = _b.arg(dim)
     _x_index = _b.arg(index)
+    _checks.index_range('index_select', _x_index, _checks.size(self, dim), wraps=False)
     try:
         _mlx_result = mlx.core.take(_x_self, indices=_x_index, axis=_x_dim)
         return _b.to_torch(_mlx_result, _mlx_device)
@@ -1662,6 +1635,7 @@ def aten_embedding(*, weight, indices, padding_idx=-1, scale_grad_by_freq=False,
     _mlx_device = _b.device_of(weight, indices)
     _x_weight = _b.arg(weight)
     _x_indices = _b.arg(indices)
+    _checks.index_range('embedding', _x_indices, _checks.size(weight, 0), wraps=False)
     try:
         _mlx_result = mlx.core.take(_x_weight, indices=_x_indices, axis=0)
         return _b.to_torch(_mlx_result, _mlx_device)
@@ -1692,6 +1666,7 @@ def aten_masked_fill(*, self, mask, value):
     _x_self = _b.arg(self, _mlx_common)
     _x_mask = _b.arg(mask)
     _x_value = _b.arg(value, _mlx_common)
+    _checks.representable('masked_fill', value, self.dtype)
     try:
         _mlx_result = mlx.core.where(_x_mask, _x_value, _x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
@@ -1726,7 +1701,7 @@ def aten_bucketize(*, self, boundaries, out_int32=False, right=False):
         raise _b.refused('bucketize', 'out_int32')
     if right is not False:
         raise _b.refused('bucketize', 'right')
-    _b.check_dtype('bucketize', boundaries, ('float', 'int'))
+    _b.check_dtype('bucketize', self, ('float', 'int'))
     _mlx_device = _b.device_of(self, boundaries)
     _x_self = _b.arg(self)
     _x_boundaries = _b.arg(boundaries)
@@ -1905,7 +1880,6 @@ SHIMS: dict[str, Callable[..., object]] = {
     'softshrink': aten_softshrink,
     'silu': aten_silu,
     'mish': aten_mish,
-    'softplus': aten_softplus,
     'glu': aten_glu,
     '_softmax': aten__softmax,
     '_log_softmax': aten__log_softmax,
@@ -1970,7 +1944,6 @@ SHIMS: dict[str, Callable[..., object]] = {
     'repeat': aten_repeat,
     'tril': aten_tril,
     'triu': aten_triu,
-    'constant_pad_nd': aten_constant_pad_nd,
     'take': aten_take,
     'index_select': aten_index_select,
     'embedding': aten_embedding,

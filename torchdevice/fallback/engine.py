@@ -89,8 +89,7 @@ class Engine:
         self.target = target
         self.cache = cache
         self.shims = dict(shims or {})
-        # a shim's refusals, and torch's checks' (validate)
-        self.unsupported: tuple[type[BaseException], ...] = (*unsupported, Refused)
+        self.unsupported: tuple[type[BaseException], ...] = (*unsupported, Refused)  # shims', torch's checks'
         self.prefer_mlx = prefer_mlx
 
     def overloads(self) -> list[str]:

@@ -15,7 +15,10 @@ stream only, not on the GPU, and silently narrowing would change results. ``to_m
 downcast=True)`` narrows float64 -> float32 (complex128 -> complex64) for callers that ask for it.
 
 Every refusal is an :class:`MlxUnsupported`, so a caller can catch one exception type and run the
-call elsewhere (CPU). Tensors that autograd records are refused too: MLX results carry no graph.
+call elsewhere (CPU). Tensors that autograd records are refused too: MLX results carry no graph;
+and empty tensors: there is nothing for MLX to speed up, and mlx 0.32.4 mishandles some (a half-precision
+``prod`` over the empty axis of an imported ``(3, 0)`` array looped without end in the consistency
+suite, depending on what ran before).
 """
 
 from __future__ import annotations
@@ -101,6 +104,8 @@ def to_mlx(t: torch.Tensor, dtype: torch.dtype | None = None, *, downcast: bool 
     """Copy tensor ``t`` into a new ``mx.array`` (cast to ``dtype`` when given)."""
     if t.requires_grad and torch.is_grad_enabled():
         raise MlxUnsupported("autograd records this tensor; MLX results would carry no gradient")
+    if not t.numel():
+        raise MlxUnsupported("an empty tensor: torch computes it")
     if downcast and t.dtype in _NARROWED:
         t = t.to(_NARROWED[t.dtype])
     source = mlx_dtype(t.dtype)  # refuses float64 even when a cast is asked for: it would narrow it
@@ -243,16 +248,3 @@ def translate_reduction(value: int, ref: Any) -> str:
 def translate_zero_if_none(value: float | None, ref: Any) -> float:
     """A fill value whose None means 0 (torch.nn.functional.pad's ``value``)."""
     return 0 if value is None else value
-
-
-def translate_pad(value: Sequence[int], ref: torch.Tensor) -> list[tuple[int, int]]:
-    """torch.nn.functional.pad's flat (left, right, top, bottom, ...) from the last dimension
-    backwards -> MLX's per-axis (before, after) pairs; negative padding (cropping) is refused."""
-    if len(value) % 2 or len(value) // 2 > ref.dim():
-        raise MlxUnsupported(f"pad={tuple(value)} does not fit a {ref.dim()}-d input")
-    if any(p < 0 for p in value):
-        raise MlxUnsupported("negative padding")
-    pairs = [(int(value[i]), int(value[i + 1])) for i in range(0, len(value), 2)]
-    return [(0, 0)] * (ref.dim() - len(pairs)) + pairs[::-1]
-
-

@@ -79,10 +79,10 @@ class Plan:
             bound.pop(name, None)
         return bound
 
-    @cached_property
+    @property
     def written(self) -> tuple[int | str, ...]:
         """Positions (keyword names for keyword-only) of the arguments the op writes to."""
-        return tuple(self._written.values())
+        return validate.written(self.op)
 
     @cached_property
     def aliases(self) -> tuple[int | str | None, ...]:
@@ -108,6 +108,21 @@ class Plan:
                 dtype = torch.result_type(reference, out[i]) if reference is not None else None
                 out[i] = torch.tensor(out[i], dtype=dtype)
         return tuple(out)
+
+    def write_aliased(self, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Write each result that the schema declares an alias of an argument into that argument,
+        where ``value`` (computed elsewhere) holds a new tensor there."""
+        values = value if len(self.aliases) > 1 else (value,)
+        pairs = [(args[a] if isinstance(a, int) else kwargs[a], v) for a, v in zip(self.aliases, values, strict=True)
+                 if a is not None]
+        for a, (original, v) in zip((a for a in self.aliases if a is not None), pairs, strict=True):
+            if isinstance(a, int) and isinstance(v, torch.Tensor) and v.shape != original.shape:
+                # an in-place op never resizes its tensor; torch's meta kernels sometimes do (eq_ with a
+                # broadcast operand), so this is checked here and the call left to torch's kernel
+                raise validate.Rejected(f"{self.op._name}: in-place result of shape {tuple(v.shape)}")
+        for original, v in pairs:
+            if v is not original:
+                _write_back(original, v)
 
     def result(self, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any], target: Target) -> Any:
         """``value`` (computed elsewhere) as the target's kernel returns it (see the module docstring)."""
@@ -144,15 +159,12 @@ def on_mlx(shim: Callable[..., Any], plan: Plan, args: tuple[Any, ...], kwargs: 
            target: Target) -> Any:
     """Run the call through its MLX shim (below autograd: the inputs' graph is autograd's business)
     once torch has checked it (:mod:`~torchdevice.fallback.validate`: a call torch rejects is left
-    to torch's kernel); the result gets torch's dtypes, one of another shape is refused, and the
-    result of an in-place or ``out=`` overload is written into the argument it belongs to."""
+    to torch's kernel); the result gets torch's dtypes, one of another shape is refused, and an
+    in-place or ``out=`` result the shim computed as a new tensor is written into its argument."""
     expected = validate.expect(plan.op, args, kwargs)
     with torch.no_grad():
         value = validate.conform(plan.op._name, shim(**plan.inputs(args, kwargs)), expected)
-        if plan.written:
-            computed = value if isinstance(value, tuple) else (value,)
-            for where, result in zip(plan.written, computed, strict=True):
-                _write_back(args[where] if isinstance(where, int) else kwargs[where], result)
+        plan.write_aliased(value, args, kwargs)
     return plan.result(value, args, kwargs, target)
 
 

@@ -35,6 +35,10 @@ _META_KEYS = ("Meta", "CompositeExplicitAutogradNonFunctional")
 and the structured composites PyTorch also registers for ``Meta``. A ``CompositeExplicitAutograd``
 kernel is generic code that may read the data (``allclose`` calls ``item()``), so it does not count."""
 
+KNOWN_LIMIT = 4096
+known: dict[Any, Any] = {}
+"""Meta results by call signature (:func:`meta_outputs`), at most ``KNOWN_LIMIT``: emptied when full."""
+
 mismatches: Counter[str] = Counter()
 """Per aten overload: results refused by :func:`conform` (each is a mapping bug)."""
 
@@ -65,17 +69,41 @@ def meta_outputs(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[
     """The result of ``op(*args, **kwargs)`` as meta tensors, computed from the arguments' shapes,
     strides and dtypes alone; torch's own exception for a call torch rejects.
 
-    :class:`Unverifiable` where torch cannot check the call (no meta kernel; a sparse or other
-    non-strided tensor; non-scalar tensors on two devices, which torch rejects but meta tensors
-    would not)."""
+    Results are remembered per call signature (op, each tensor's shape, strides, dtype and device,
+    the other arguments' types and values): most of torch's meta kernels are Python functions
+    (``torch/_meta_registrations.py``) costing 30-300 µs a call, a look-up costs a few.
+    :class:`Unverifiable` where torch cannot check the call: no meta kernel; a sparse or other
+    non-strided tensor; non-scalar tensors on two devices, or an argument written that overlaps
+    another in memory, which torch rejects but fresh meta tensors would not."""
     if not checkable(op):
         raise Unverifiable(f"{op._name} has no meta kernel: torch cannot check the call")
+    if written(op) and _overlaps(written(op), args, kwargs):
+        raise Unverifiable(f"{op._name}: an argument written overlaps another; torch's kernel decides")
+    key: Any = (op, _signature(args), _signature(tuple(kwargs.items())))
+    try:
+        remembered = known.get(key)
+    except TypeError:  # an unhashable argument: not remembered
+        key = remembered = None
+    if remembered is not None:
+        return remembered
     devices: set[torch.device] = set()
     meta_args = tuple(_meta(a, devices) for a in args)
     meta_kwargs = {k: _meta(v, devices) for k, v in kwargs.items()}
     if len(devices) > 1:
         raise Unverifiable(f"{op._name}: tensors on {sorted(map(str, devices))}; torch's kernel decides")
-    return op(*meta_args, **meta_kwargs)
+    result = op(*meta_args, **meta_kwargs)
+    if key is not None:
+        if len(known) >= KNOWN_LIMIT:
+            known.clear()
+        known[key] = result
+    return result
+
+
+@cache
+def written(op: torch._ops.OpOverload) -> tuple[int | str, ...]:
+    """Positions (keyword names for keyword-only) of the arguments ``op`` writes to."""
+    return tuple(a.name if a.kwarg_only else i for i, a in enumerate(op._schema.arguments)
+                 if a.alias_info is not None and a.alias_info.is_write)
 
 
 def expect(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -98,6 +126,28 @@ def conform(op: str, value: Any, expected: Any) -> Any:
             log.warning("fallback %s: the MLX result does not match torch's (%s); computed elsewhere", op, exc)
         mismatches[op] += 1
         raise
+
+
+def _signature(value: Any) -> Any:
+    """What a meta kernel's result depends on, hashable (``TypeError`` where it cannot be)."""
+    if isinstance(value, torch.Tensor):
+        if value.layout != torch.strided:
+            raise Unverifiable(f"a {value.layout} tensor")
+        return value.shape, value.stride(), value.dtype, value.device
+    if isinstance(value, (list, tuple)):
+        return tuple(_signature(v) for v in value)
+    return type(value), value  # 1, 1.0 and True are equal keys, not equal arguments
+
+
+def _overlaps(positions: tuple[int | str, ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether a tensor written (at ``positions``) shares memory with another tensor argument."""
+    tensors = [t for t in (*args, *kwargs.values()) for t in (t if isinstance(t, (list, tuple)) else (t,))
+               if isinstance(t, torch.Tensor)]
+    for where in positions:
+        out = args[where] if isinstance(where, int) and where < len(args) else kwargs.get(str(where))
+        if isinstance(out, torch.Tensor) and any(t is not out and torch._C._overlaps(t, out) for t in tensors):
+            return True
+    return False
 
 
 def _meta(x: Any, devices: set[torch.device]) -> Any:
