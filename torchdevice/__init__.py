@@ -39,28 +39,36 @@ if _log.level == logging.NOTSET:  # a level the program set before importing us 
     _log.setLevel(logging.WARNING)
 
 
-def install(target: str | torch.device | None = None, *, prefer_mlx: bool = False) -> torch.device:
+def install(target: str | torch.device | None = None, *, prefer_mlx: bool = False,
+            devices: int | None = None) -> torch.device:
     """Make ``"cuda"`` mean ``target`` (default: ``$TORCHDEVICE_TARGET``, else MPS, else CPU; real CUDA
-    passes through). Returns that device. Idempotent and thread-safe; a different target reinstalls."""
+    passes through), here and in every Python process started from now on. Returns that device.
+
+    ``devices``: how many CUDA devices ``torch.cuda.device_count()`` reports, ``cuda:0`` to
+    ``cuda:N-1``, each of them the target (default: ``$TORCHDEVICE_DEVICES``, else 1). Idempotent
+    and thread-safe; a different target or option reinstalls.
+    """
     from torchdevice.runtime import activation
 
-    return activation.install(target, prefer_mlx=prefer_mlx)
+    return activation.install(target, prefer_mlx=prefer_mlx, devices=devices)
 
 
 def uninstall() -> None:
-    """Undo :func:`install`: every patched attribute gets back its identical original object."""
+    """Undo :func:`install`: every patched attribute gets back its identical original object, and
+    processes started from now on are not redirected."""
     activation = sys.modules.get("torchdevice.runtime.activation")
     if activation is not None:
         activation.uninstall()
 
 
 @contextlib.contextmanager
-def installed(target: str | torch.device | None = None, *, prefer_mlx: bool = False) -> Iterator[torch.device]:
+def installed(target: str | torch.device | None = None, *, prefer_mlx: bool = False,
+              devices: int | None = None) -> Iterator[torch.device]:
     """Install for the duration of a ``with`` block, then restore whatever was active before."""
     from torchdevice.runtime import activation
 
     before = (activation.current_target(), activation.options())
-    device = activation.install(target, prefer_mlx=prefer_mlx)
+    device = activation.install(target, prefer_mlx=prefer_mlx, devices=devices)
     try:
         yield device
     finally:
