@@ -46,7 +46,8 @@ def install(target: str | torch.device | None = None, *, prefer_mlx: bool = Fals
 
     ``devices``: how many CUDA devices ``torch.cuda.device_count()`` reports, ``cuda:0`` to
     ``cuda:N-1``, each of them the target (default: ``$TORCHDEVICE_DEVICES``, else 1). Idempotent
-    and thread-safe; a different target or option reinstalls.
+    and thread-safe; a different target or option reinstalls. Call it before modules import torch
+    functions by name (``from torch import zeros``): such names keep the originals (a warning names them).
     """
     from torchdevice.runtime import activation
 

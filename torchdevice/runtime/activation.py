@@ -5,7 +5,8 @@ the hand-written entry points (tensors, checkpoints and data loading, autocast a
 generator/stream/event classes), the ``torch.cuda`` emulation table
 (``torchdevice_generated.cuda_table``), then each feature module in :data:`FEATURES`, which patches
 through the same patcher, so ``uninstall()`` undoes everything, newest first. Last, the environment
-that redirects the processes the program starts (:mod:`.processes`).
+that redirects the processes the program starts (:mod:`.processes`), and a warning naming the torch
+functions that modules had already bound by name (:mod:`.bindings`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 import torch
 
 import torchdevice
-from torchdevice.runtime import amp, classes, data, emulation, processes, tensors
+from torchdevice.runtime import amp, bindings, classes, data, emulation, processes, tensors
 from torchdevice.runtime.compilers import Compilers
 from torchdevice.runtime.devices import resolve_devices, resolve_target
 from torchdevice.runtime.patching import Patcher
@@ -76,6 +77,9 @@ def install(target: str | torch.device | None = None, *, prefer_mlx: bool = Fals
             _deactivate(state)
             _state = None
             raise
+        stale = bindings.stale_bindings(state.patcher.replaced)
+        if stale:
+            warnings.warn(bindings.message(stale), stacklevel=3)
         log.info("installed: cuda -> %s", device if device.type != "cuda" else "cuda (passthrough)")
         return device
 
