@@ -1,11 +1,12 @@
 """Programs that launch other Python programs: ``subprocess`` and ``ProcessPoolExecutor``, pytest-xdist
-workers, several emulated devices seen alike by parent and child."""
+workers, torchrun workers; several emulated devices seen alike by parent and child; the start-up hook."""
 
 from __future__ import annotations
 
 import re
 import shutil
 
+import dist_jobs
 import torch
 from program_runs import PROGRAMS, json_lines, python, torchdevice_run
 
@@ -30,6 +31,15 @@ def test_a_test_suite_run_with_xdist_workers(tmp_path):
     assert done.returncode == 0, done.output
     assert re.search(r"\b10 passed\b", done.stdout), done.output
     assert {"gw0", "gw1"} <= set(re.findall(r"\[(gw\d)\] .*PASSED", done.stdout)), done.output  # fresh interpreters
+
+
+def test_torchrun_launched_under_torchdevice_run_redirects_its_workers():
+    collectives = str(dist_jobs.PROGRAMS / "collectives.py")
+    launcher = ("-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
+                f"--master_port={dist_jobs.free_port()}")
+    done = torchdevice_run(*launcher, collectives, timeout=90)
+    assert done.returncode == 0, done.output
+    assert sorted(re.findall(r"rank \d ok", done.stdout)) == ["rank 0 ok", "rank 1 ok"]
 
 
 def test_devices_option_parent_and_spawned_child_agree():

@@ -18,6 +18,6 @@ def evaluate(seed: int) -> dict:
 if __name__ == "__main__":
     trained = subprocess.run([sys.executable, sys.argv[1]], capture_output=True, text=True, check=True)
     print(json.dumps({"trained": json.loads(trained.stdout)}))
-    with ProcessPoolExecutor(max_workers=2, mp_context=get_context("spawn")) as pool:
+    with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
         for result in pool.map(evaluate, [1, 2]):
             print(json.dumps(result))
