@@ -26,6 +26,8 @@ def stale_bindings(replaced: Iterable[tuple[Any, str, Any]]) -> dict[str, list[s
     originals = {id(original): (original, f"{owner.__name__}.{name}") for owner, name, original in replaced
                  if isinstance(owner, ModuleType) and callable(original)}
     found: dict[str, list[str]] = {}
+    if not originals:  # passing through to CUDA: nothing was replaced
+        return found
     for module_name, module in list(sys.modules.items()):
         namespace = getattr(module, "__dict__", None)
         if module_name.partition(".")[0] in OWN or not isinstance(namespace, dict):

@@ -71,11 +71,12 @@ def resolve_devices(requested: int | None = None) -> int:
 def invalid_ordinal(index: int, devices: int) -> torch.AcceleratorError:
     """The error CUDA raises for ``cuda:index`` on a machine with ``devices`` GPUs (``cudaErrorInvalidDevice``),
     with a last line saying how to emulate more."""
+    emulated = "1 CUDA device (cuda:0)" if devices == 1 else f"{devices} CUDA devices (cuda:0 to cuda:{devices - 1})"
     return torch.AcceleratorError(
         "CUDA error: invalid device ordinal\n"
         "GPU device may be out of range, do you have enough GPUs?\n"
-        f"torchdevice emulates {devices} CUDA device{'s' if devices > 1 else ''} (cuda:0 to cuda:{devices - 1}), "
-        f"so cuda:{index} does not exist; emulate more with TORCHDEVICE_DEVICES=N or `torchdevice run --devices N`"
+        f"torchdevice emulates {emulated}, so cuda:{index} does not exist; "
+        "emulate more with TORCHDEVICE_DEVICES=N or `torchdevice run --devices N`"
     )
 
 
