@@ -1,8 +1,9 @@
 """torchdevice: run CUDA-written PyTorch code unmodified on MPS, MLX or CPU.
 
 ``install()`` makes ``"cuda"`` mean the best device present (MPS, else CPU; real CUDA is left alone)
-until ``uninstall()``; ``installed()`` does both around a block; ``torchdevice run SCRIPT`` runs a
-program with the runtime active. Importing this package is cheap: torch is imported on first use.
+until ``uninstall()``, in this process and in every Python process it starts; ``installed()`` does
+both around a block; ``torchdevice run SCRIPT`` runs a program with the runtime active. Importing
+this package is cheap: torch is imported on first use.
 
 Logging goes to the ``torchdevice`` logger, which has a ``NullHandler`` and the level WARNING, so a
 program's ``logging.basicConfig(level=logging.INFO)`` shows none of its INFO records. Ask for them
