@@ -4,6 +4,7 @@ compared with the same program written for the CPU."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -12,9 +13,11 @@ from dist_jobs import free_port
 from program_runs import json_lines, python, torchdevice_run
 
 
-def test_mp_spawn_ddp_on_nccl_runs_one_rank_per_emulated_device():
+def test_mp_spawn_ddp_on_nccl_runs_one_rank_per_emulated_device(tmp_path):
     env = {"TORCHDEVICE_DEVICES": "2", "MASTER_PORT": str(free_port())}
-    ranks = sorted(json_lines(torchdevice_run("ddp_spawn.py", env=env)), key=lambda r: r["rank"])
+    done = torchdevice_run("ddp_spawn.py", str(tmp_path), env=env)
+    assert done.returncode == 0, done.output
+    ranks = [json.loads(path.read_text()) for path in sorted(tmp_path.glob("rank*.json"))]
     (single,) = json_lines(python("train_cpu.py"))
     assert [(r["rank"], r["current_device"], r["device_count"], r["on"]) for r in ranks] == [
         (0, 0, 2, "cpu"), (1, 1, 2, "cpu")]  # world_size = torch.cuda.device_count(); set_device(rank) held

@@ -1,11 +1,13 @@
 """Data-parallel training launched with ``mp.spawn``, one process per GPU, written for NVIDIA GPUs and NCCL.
 
-Each rank trains on its half of every batch; ``world_size`` is the number of GPUs. Every rank prints
-one JSON line: what it saw of its device and the trained parameters.
+``python ddp_spawn.py OUT_DIR``. Each rank trains on its half of every batch; ``world_size`` is the
+number of GPUs. Every rank writes ``OUT_DIR/rank<N>.json``: what it saw of its device and the trained
+parameters.
 """
 
 import json
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -16,7 +18,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 STEPS, BATCH = 5, 16
 
 
-def train(rank: int, world_size: int) -> None:
+def train(rank: int, world_size: int, out_dir: str) -> None:
     os.environ.setdefault("MASTER_ADDR", "localhost")
     os.environ.setdefault("MASTER_PORT", "12355")
     torch.cuda.set_device(rank)
@@ -35,12 +37,13 @@ def train(rank: int, world_size: int) -> None:
         optimizer.step()
 
     params = [p.detach().cpu().flatten().tolist() for p in model.parameters()]
-    print(json.dumps({"rank": rank, "current_device": torch.cuda.current_device(),
-                      "device_count": torch.cuda.device_count(), "on": str(next(model.parameters()).device),
-                      "params": params}), flush=True)
+    with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as out:
+        json.dump({"rank": rank, "current_device": torch.cuda.current_device(),
+                   "device_count": torch.cuda.device_count(), "on": str(next(model.parameters()).device),
+                   "params": params}, out)
     dist.destroy_process_group()
 
 
 if __name__ == "__main__":
     world_size = torch.cuda.device_count()
-    mp.spawn(train, args=(world_size,), nprocs=world_size)
+    mp.spawn(train, args=(world_size, sys.argv[1]), nprocs=world_size)
