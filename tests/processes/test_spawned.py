@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 
 import pytest
 import torch
@@ -31,7 +32,8 @@ def test_mp_spawn_ddp_on_nccl_runs_one_rank_per_emulated_device(tmp_path):
         torch.testing.assert_close(torch.tensor(got), torch.tensor(expected), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+@pytest.mark.parametrize("method", ["spawn", pytest.param("forkserver", marks=pytest.mark.skipif(
+    sys.platform == "win32", reason="no forkserver on Windows"))])
 def test_hogwild_workers_train_the_shared_model(method):
     runs = {"cuda": torchdevice_run("hogwild.py", method), "cpu": python("hogwild_cpu.py", method)}
     for written_for, done in runs.items():

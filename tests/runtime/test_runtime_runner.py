@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 import zipfile
 from pathlib import Path
 
@@ -109,6 +110,7 @@ train()
 """
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="a process killed by a signal is a POSIX notion")
 def test_ctrl_c_ends_the_run_as_it_ends_python(command, python, tmp_path):
     (tmp_path / "train.py").write_text(INTERRUPTED)
     runtime = command("torchdevice", "run", "train.py", cwd=tmp_path)
