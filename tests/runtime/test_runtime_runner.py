@@ -9,7 +9,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import CONSOLE_SCRIPT
 
 from torchdevice.fallback.cache import FORMAT, versions
 
@@ -118,7 +117,8 @@ def test_ctrl_c_ends_the_run_as_it_ends_python(command, python, tmp_path):
     assert runtime.returncode == native.returncode == -signal.SIGINT  # killed by SIGINT: 130 in a shell
     assert (runtime.stdout, runtime.stderr) == (native.stdout, native.stderr)  # the program's own traceback
     assert runtime.stderr.endswith("KeyboardInterrupt\n") and runtime.stdout == "cleaned up\n"
-    in_shell = command("bash", "-c", f"'{CONSOLE_SCRIPT}' run train.py; echo status $?", cwd=tmp_path)
+    console_script = Path(sys.executable).with_name("torchdevice")
+    in_shell = command("bash", "-c", f"'{console_script}' run train.py; echo status $?", cwd=tmp_path)
     assert in_shell.stdout.split() == ["cleaned", "up", "status", "130"]
 
 
