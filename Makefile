@@ -10,7 +10,7 @@ PIP_INSTALL := $(PY) -m pip install -q -c constraints.txt
 
 .PHONY: venv demo test catalog generate check-generated status bench lint wheel clean
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt torchdevice.pth
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PIP_INSTALL) -e '.[mlx,dev]'

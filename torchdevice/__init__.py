@@ -1,8 +1,9 @@
 """torchdevice: run CUDA-written PyTorch code unmodified on MPS, MLX or CPU.
 
 ``install()`` makes ``"cuda"`` mean the best device present (MPS, else CPU; real CUDA is left alone)
-until ``uninstall()``; ``installed()`` does both around a block; ``torchdevice run SCRIPT`` runs a
-program with the runtime active. Importing this package is cheap: torch is imported on first use.
+until ``uninstall()``, in this process and in every Python process it starts; ``installed()`` does
+both around a block; ``torchdevice run SCRIPT`` runs a program with the runtime active. Importing
+this package is cheap: torch is imported on first use.
 
 Logging goes to the ``torchdevice`` logger, which has a ``NullHandler`` and the level WARNING, so a
 program's ``logging.basicConfig(level=logging.INFO)`` shows none of its INFO records. Ask for them
@@ -39,28 +40,37 @@ if _log.level == logging.NOTSET:  # a level the program set before importing us 
     _log.setLevel(logging.WARNING)
 
 
-def install(target: str | torch.device | None = None, *, prefer_mlx: bool = False) -> torch.device:
+def install(target: str | torch.device | None = None, *, prefer_mlx: bool = False,
+            devices: int | None = None) -> torch.device:
     """Make ``"cuda"`` mean ``target`` (default: ``$TORCHDEVICE_TARGET``, else MPS, else CPU; real CUDA
-    passes through). Returns that device. Idempotent and thread-safe; a different target reinstalls."""
+    passes through), here and in every Python process started from now on. Returns that device.
+
+    ``devices``: how many CUDA devices ``torch.cuda.device_count()`` reports, ``cuda:0`` to
+    ``cuda:N-1``, each of them the target (default: ``$TORCHDEVICE_DEVICES``, else 1). Idempotent
+    and thread-safe; a different target or option reinstalls. Call it before modules import torch
+    functions by name (``from torch import zeros``): such names keep the originals (a warning names them).
+    """
     from torchdevice.runtime import activation
 
-    return activation.install(target, prefer_mlx=prefer_mlx)
+    return activation.install(target, prefer_mlx=prefer_mlx, devices=devices)
 
 
 def uninstall() -> None:
-    """Undo :func:`install`: every patched attribute gets back its identical original object."""
+    """Undo :func:`install`: every patched attribute gets back its identical original object, and
+    processes started from now on are not redirected."""
     activation = sys.modules.get("torchdevice.runtime.activation")
     if activation is not None:
         activation.uninstall()
 
 
 @contextlib.contextmanager
-def installed(target: str | torch.device | None = None, *, prefer_mlx: bool = False) -> Iterator[torch.device]:
+def installed(target: str | torch.device | None = None, *, prefer_mlx: bool = False,
+              devices: int | None = None) -> Iterator[torch.device]:
     """Install for the duration of a ``with`` block, then restore whatever was active before."""
     from torchdevice.runtime import activation
 
     before = (activation.current_target(), activation.options())
-    device = activation.install(target, prefer_mlx=prefer_mlx)
+    device = activation.install(target, prefer_mlx=prefer_mlx, devices=devices)
     try:
         yield device
     finally:

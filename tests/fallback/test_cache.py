@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import multiprocessing
 import sys
 from pathlib import Path
@@ -45,31 +44,66 @@ def test_location(monkeypatch, tmp_path):
     monkeypatch.delenv("TORCHDEVICE_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert cache_dir() == tmp_path / "xdg" / "torchdevice"
-    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # not absolute: ignored, as the XDG specification says
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache_dir() == tmp_path / "home" / ".cache" / "torchdevice"
+    monkeypatch.delenv("XDG_CACHE_HOME")
     assert cache_dir() == tmp_path / "home" / ".cache" / "torchdevice"
     monkeypatch.setenv("TORCHDEVICE_CACHE_DIR", str(tmp_path / "explicit"))
     assert cache_dir() == tmp_path / "explicit"
     assert versions()["torch"] in cache_path().name and versions()["torchdevice"] in cache_path().name
 
 
+@pytest.mark.parametrize("home", ["", "/", "relative"])
+def test_without_a_home_directory_the_cache_stays_in_memory(monkeypatch, home):
+    monkeypatch.delenv("TORCHDEVICE_CACHE_DIR")
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", home)
+    assert cache_dir() is None and cache_path() is None  # not /.cache, nor a folder in the working directory
+    cache = CapabilityCache.open("mps")
+    cache.record("aten::erfinv", "float64", "dtype")
+    assert cache.path is None and cache.learned() == {"aten::erfinv": {"float64": "dtype"}}
+
+
+VALID = json.dumps({"format": FORMAT, **versions(), "targets": {"mps": {"aten::sort": {"*": "kernel"}}}}).encode()
+
+
 @pytest.mark.parametrize("content", [
-    "{not json",
-    "[]",
-    json.dumps({"format": FORMAT, **versions(), "targets": {"mps": {"aten::x": {"float64": "maybe"}}}}),
-    json.dumps({"format": FORMAT, **versions(), "torch": "1.0.0", "targets": {"mps": {"aten::x": {"*": "kernel"}}}}),
-], ids=["corrupt", "not-a-mapping", "bad-reason", "other-torch"])
-def test_bad_file_is_ignored_with_one_warning_and_rebuilt(cache_dir, caplog, content):
+    b"{not json",
+    b"[]",
+    json.dumps({"format": FORMAT, **versions(), "targets": {"mps": {"aten::x": {"float64": "maybe"}}}}).encode(),
+    json.dumps({"format": FORMAT, **versions(), "torch": "1.0.0", "targets": {"mps": {"aten::x": {"*": "kernel"}}}})
+    .encode(),
+    VALID[:-1] + b"\xff\xfe}",
+    VALID[: len(VALID) // 2],
+    b"[" * 100_000 + b"]" * 100_000,
+], ids=["corrupt", "not-a-mapping", "bad-reason", "other-torch", "not-utf8", "truncated", "nested"])
+def test_bad_file_is_ignored_with_one_warning_and_rebuilt(cache_dir, content):
     cache_dir.mkdir()
-    cache_path().write_text(content)
-    with caplog.at_level(logging.WARNING, logger="torchdevice.fallback"):
+    cache_path().write_bytes(content)
+    with pytest.warns(RuntimeWarning, match="ignoring capability cache") as warned:
         cache = CapabilityCache.open("mps")
         cache.record("aten::erfinv", "float64", "dtype")
         cache.record("aten::cumsum", "int64", "dtype")
         again = CapabilityCache.open("mps")
-    assert len(caplog.records) == 1 and "ignoring capability cache" in caplog.records[0].getMessage()
+    assert len(warned) == 1
     learned = {"aten::erfinv": {"float64": "dtype"}, "aten::cumsum": {"int64": "dtype"}}
     assert cache.learned() == again.learned() == learned
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="no advisory lock file on Windows")
+def test_a_symbolic_link_in_place_of_the_lock_is_not_followed(cache_dir, tmp_path):
+    cache_dir.mkdir()
+    victim = tmp_path / "victim"
+    lock = cache_path().with_name(cache_path().name + ".lock")
+    lock.symlink_to(victim)  # dangling: following it would create the victim
+    cache = CapabilityCache.open("mps")
+    cache.record("aten::erfinv", "float64", "dtype")  # not written, kept in memory
+    assert not victim.exists() and lock.is_symlink()
+    assert cache.learned() == {"aten::erfinv": {"float64": "dtype"}}
+    victim.write_text("precious\n")
+    CapabilityCache.open("mps").record("aten::cumsum", "int64", "dtype")
+    assert victim.read_text() == "precious\n"
 
 
 def record_many(directory: str, worker: int, count: int, start: multiprocessing.synchronize.Barrier) -> None:

@@ -6,13 +6,13 @@ import time
 
 import pytest
 import torch
-from torch.cuda.amp.common import amp_definitely_not_available  # the original: torch's own code
+from torch.cuda.amp import common  # torch's own code, where the original is left
 
 
 def test_programs_see_one_cuda_device_torch_internals_see_none(on_cpu):
     assert torch.cuda.is_available() and torch.cuda.is_initialized()
     assert torch.cuda.device_count() == 1 and torch.cuda.current_device() == 0
-    assert amp_definitely_not_available()  # torch.cuda.amp.common asks torch.cuda.is_available()
+    assert common.amp_definitely_not_available()  # it asks torch.cuda.is_available()
     x = torch.ones(2, device="cuda")
     assert x.is_cuda
     assert not torch._C.TensorBase.is_cuda.__get__(x)  # what torch's C++ and Python internals see

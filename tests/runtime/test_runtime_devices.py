@@ -10,11 +10,18 @@ from torch import nn
 
 import torchdevice
 
-CUDA_FORMS = ["cuda", "cuda:0", "cuda:1", torch.device("cuda"), torch.device("cuda", 1), 0]
+CUDA_FORMS = ["cuda", "cuda:0", "cuda:1", torch.device("cuda"), torch.device("cuda", 1), 0, 1]
+
+
+@pytest.fixture
+def two_devices():
+    """Two emulated CUDA devices on the CPU, so that every form above names one."""
+    with torchdevice.installed("cpu", devices=2) as device:
+        yield device
 
 
 @pytest.mark.parametrize("device", CUDA_FORMS, ids=repr)
-def test_factories_like_and_new_take_every_cuda_form(on_cpu, device):
+def test_factories_like_and_new_take_every_cuda_form(two_devices, device):
     base = torch.ones(2, 3)
     made = [
         torch.zeros(2, device=device), torch.randn(2, 3, device=device), torch.arange(4, device=device),
@@ -26,7 +33,7 @@ def test_factories_like_and_new_take_every_cuda_form(on_cpu, device):
 
 
 @pytest.mark.parametrize("device", CUDA_FORMS, ids=repr)
-def test_tensor_and_module_moves(on_cpu, device):
+def test_tensor_and_module_moves(two_devices, device):
     x = torch.randn(3)
     assert x.to(device) is x  # already on the target: no copy, as on CUDA
     assert x.to(device, torch.float64).dtype == torch.float64

@@ -63,8 +63,8 @@ def test_install_is_idempotent_and_installed_restores_the_previous_state(on_cpu)
     assert torchdevice.install("cpu") == on_cpu
     assert torch.zeros is zeros  # nothing re-applied
     with torchdevice.installed("cpu", prefer_mlx=True):
-        assert runtime.options() == {"prefer_mlx": True}
-    assert runtime.options() == {"prefer_mlx": False}
+        assert runtime.options() == {"prefer_mlx": True, "devices": 1}
+    assert runtime.options() == {"prefer_mlx": False, "devices": 1}
     assert torch.zeros(1, device="cuda").device.type == "cpu"
 
 
@@ -99,7 +99,7 @@ def test_features_activate_through_the_same_patcher(tmp_path, monkeypatch):
     monkeypatch.setattr(runtime, "FEATURES", ("td_feature_probe",))
     with torchdevice.installed("cpu", prefer_mlx=True):
         probe = sys.modules["td_feature_probe"]
-        assert probe.calls == [("Patcher", torch.device("cpu"), {"prefer_mlx": True})]
+        assert probe.calls == [("Patcher", torch.device("cpu"), {"prefer_mlx": True, "devices": 1})]
         assert torch.td_probe is True
     assert not hasattr(torch, "td_probe")
     for broken, missing in (("td_feature_broken", "td_no_such_dependency"), ("td_feature_absent",) * 2):
@@ -112,7 +112,7 @@ def test_features_activate_through_the_same_patcher(tmp_path, monkeypatch):
 def test_prefer_mlx_from_the_environment(monkeypatch):
     monkeypatch.setenv("TORCHDEVICE_PREFER_MLX", "1")
     with torchdevice.installed("cpu"):
-        assert runtime.options() == {"prefer_mlx": True}
+        assert runtime.options() == {"prefer_mlx": True, "devices": 1}
 
 
 def test_target_from_the_environment(python):

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import signal
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
+
+from torchdevice.fallback.cache import FORMAT, versions
 
 PROGRAM = """\
 import json, sys, torch
@@ -64,3 +69,82 @@ def test_missing_program(command, tmp_path):
     assert done.returncode == 2 and "can't open file" in done.stderr
     done = command("torchdevice", "run", "-m", "absent_module", cwd=tmp_path)
     assert done.returncode == 1 and "No module named absent_module" in done.stderr
+
+
+@pytest.mark.parametrize("kind", ["directory", "zip"])
+def test_a_directory_or_zip_file_with_main_runs_as_python_runs_it(command, python, tmp_path, kind):
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "__main__.py").write_text(  # torch only where the runtime imported it: python's run stays quick
+        "import json, sys\n"
+        "torch = sys.modules.get('torch')\n"
+        "cuda = bool(torch and torch.cuda.is_available())\n"
+        "print(json.dumps({'argv': sys.argv, 'name': __name__, 'file': __file__, 'spec': __spec__.name,\n"
+        "                  'package': __package__, 'path0': sys.path[0], 'cuda': cuda}))\n"
+        "sys.exit(int(sys.argv[-1]))\n")
+    if kind == "zip":
+        with zipfile.ZipFile(tmp_path / "app.pyz", "w") as archive:
+            archive.write(app / "__main__.py", "__main__.py")
+        app = tmp_path / "app.pyz"
+    runtime = command("torchdevice", "run", app.name, "-v", "4", cwd=tmp_path)
+    native = python(app.name, "-v", "4", cwd=tmp_path)
+    assert runtime.returncode == native.returncode == 4, runtime.stderr
+    assert json.loads(runtime.stdout) == {**json.loads(native.stdout), "cuda": True}
+
+
+def test_a_directory_without_main(command, tmp_path):
+    (tmp_path / "empty").mkdir()
+    done = command("torchdevice", "run", "empty", cwd=tmp_path)
+    assert done.returncode == 1 and f"can't find '__main__' module in {str(tmp_path / 'empty')!r}" in done.stderr
+
+
+INTERRUPTED = """\
+import atexit, os, signal
+atexit.register(print, "cleaned up", flush=True)
+
+def train():
+    os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C
+
+train()
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="a process killed by a signal is a POSIX notion")
+def test_ctrl_c_ends_the_run_as_it_ends_python(command, python, tmp_path):
+    (tmp_path / "train.py").write_text(INTERRUPTED)
+    runtime = command("torchdevice", "run", "train.py", cwd=tmp_path)
+    native = python("train.py", cwd=tmp_path)
+    assert runtime.returncode == native.returncode == -signal.SIGINT  # killed by SIGINT: 130 in a shell
+    assert (runtime.stdout, runtime.stderr) == (native.stdout, native.stderr)  # the program's own traceback
+    assert runtime.stderr.endswith("KeyboardInterrupt\n") and runtime.stdout == "cleaned up\n"
+    console_script = Path(sys.executable).with_name("torchdevice")
+    in_shell = command("bash", "-c", f"'{console_script}' run train.py; echo status $?", cwd=tmp_path)
+    assert in_shell.stdout.split() == ["cleaned", "up", "status", "130"]
+
+
+def test_devices_option(command, tmp_path):
+    (tmp_path / "count.py").write_text("import torch\nprint(torch.cuda.device_count())\n")
+    assert command("torchdevice", "run", "--devices", "4", "count.py", cwd=tmp_path).stdout == "4\n"
+    for bad in ("0", "two"):
+        done = command("torchdevice", "run", "--devices", bad, "count.py", cwd=tmp_path)
+        assert done.returncode == 2 and "argument --devices: expected a positive whole number" in done.stderr
+    warned = command("torchdevice", "run", "count.py", cwd=tmp_path, env={"TORCHDEVICE_DEVICES": "two"})
+    assert warned.returncode == 0 and warned.stdout == "1\n"  # a bad setting is warned about, never fatal
+    assert "TORCHDEVICE_DEVICES='two' is not a positive whole number" in warned.stderr
+
+
+VALID_CACHE = json.dumps({"format": FORMAT, **versions(), "targets": {"cpu": {}}}).encode()
+
+
+@pytest.mark.parametrize("content", [b"\x80\xff garbage", VALID_CACHE[:20], b"[" * 200_000],
+                         ids=["garbage", "truncated", "nested"])
+def test_a_corrupt_capability_cache_is_rebuilt_and_the_run_goes_on(command, program, tmp_path, content):
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    path = cache / f"capabilities-torch-{versions()['torch']}-torchdevice-{versions()['torchdevice']}.json"
+    path.write_bytes(content)
+    done = command("torchdevice", "run", str(program), cwd=tmp_path, env={"TORCHDEVICE_CACHE_DIR": str(cache)})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["device"] == "cpu"
+    assert done.stderr.count("ignoring capability cache") == 1
+    assert json.loads(path.read_text())["format"] == FORMAT  # rebuilt

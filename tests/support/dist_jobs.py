@@ -39,9 +39,13 @@ SUPPORT = Path(__file__).resolve().parent
 
 
 def run(command: list[str], timeout: float, env: dict[str, str] | None = None) -> Finished:
-    """Run ``command`` in its own session; on timeout kill that session (the launcher and its workers)."""
+    """Run ``command`` in its own session; on timeout kill that session (the launcher and its workers).
+
+    The environment is this one without inherited ``TORCHDEVICE_*`` settings (a test's installation
+    propagates through ``TORCHDEVICE_INSTALL``), plus ``env``."""
     path = os.pathsep.join(filter(None, (str(SUPPORT), os.environ.get("PYTHONPATH"))))
-    environment = {**os.environ, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", "PYTHONPATH": path,
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("TORCHDEVICE_")}
+    environment = {**inherited, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", "PYTHONPATH": path,
                    **(env or {})}
     start = time.monotonic()
     process = subprocess.Popen(

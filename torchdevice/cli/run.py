@@ -1,8 +1,11 @@
-"""``torchdevice run SCRIPT [ARGS...]`` and ``torchdevice run -m MODULE [ARGS...]``.
+"""``torchdevice run [--devices N] SCRIPT [ARGS...]`` and ``torchdevice run [--devices N] -m MODULE [ARGS...]``.
 
 Runs the program as ``python SCRIPT ARGS`` (or ``python -m MODULE ARGS``) would, with the runtime
-installed first: same ``sys.argv``, ``__main__``, ``sys.path[0]`` and exit status. An uncaught
-exception is reported through ``sys.excepthook`` with the program's own frames only.
+installed first, in this process and in every Python process the program starts: same ``sys.argv``,
+``__main__``, ``sys.path[0]`` and exit status. SCRIPT may be a directory or a zip file with a
+``__main__.py``, as for ``python``. An uncaught exception is reported through ``sys.excepthook`` with
+the program's own frames only; an uncaught ``KeyboardInterrupt`` (Ctrl-C) then ends the process the
+way Python ends it, killed by SIGINT (exit status 130 in a shell), so that shell loops stop.
 """
 
 from __future__ import annotations
@@ -13,20 +16,24 @@ import importlib.machinery
 import importlib.util
 import io
 import os
+import pkgutil
 import runpy
 import sys
 import types
+from collections.abc import Callable
 from types import TracebackType
 
 _OWN_MODULES = (__name__, "runpy")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.usage = "torchdevice run [-h] (SCRIPT | -m MODULE) [ARGS...]"
+    parser.usage = "torchdevice run [-h] [--devices N] (SCRIPT | -m MODULE) [ARGS...]"
+    parser.add_argument("--devices", type=_positive, metavar="N",
+                        help="emulate N CUDA devices, each of them the target (default: $TORCHDEVICE_DEVICES, else 1)")
     parser.add_argument("-m", dest="run_module", nargs=argparse.REMAINDER, metavar="MODULE [ARGS...]",
                         help="run library module MODULE as a script, with its arguments")
     parser.add_argument("program", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS...]",
-                        help="the script and its arguments")
+                        help="the script (or a directory or zip file with a __main__.py) and its arguments")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,46 +41,99 @@ def run(args: argparse.Namespace) -> int:
     if not (module or args.program):
         print("torchdevice run: give a SCRIPT or -m MODULE", file=sys.stderr)
         return 2
-    sys.path[0] = os.getcwd() if module else os.path.dirname(os.path.abspath(args.program[0]))
-    if module and importlib.util.find_spec(module[0]) is None:
-        print(f"torchdevice run: No module named {module[0]}", file=sys.stderr)
-        return 1
-    if not module and not os.path.isfile(args.program[0]):
-        path = os.path.abspath(args.program[0])
-        print(f"torchdevice run: can't open file {path!r}: [Errno 2] No such file or directory", file=sys.stderr)
-        return 2
+    try:
+        main = None if module else _main_of(os.path.abspath(args.program[0]))
+    except Unrunnable as exc:
+        print(f"torchdevice run: {exc}", file=sys.stderr)
+        return exc.status
+    if module:
+        sys.path[0] = os.getcwd()
+        if importlib.util.find_spec(module[0]) is None:
+            print(f"torchdevice run: No module named {module[0]}", file=sys.stderr)
+            return 1
     import torchdevice
 
-    torchdevice.install()
+    torchdevice.install(devices=args.devices)
     sys.argv = list(module or args.program)
     try:
-        if module:
+        if main is None:
             runpy.run_module(module[0], run_name="__main__", alter_sys=True)  # argv[0]: the module's file
         else:
-            _run_script(os.path.abspath(args.program[0]))
+            _run_main(*main)
     except SystemExit:
         raise
+    except KeyboardInterrupt:
+        hook = sys.excepthook  # the interpreter reports it through this hook, then dies by SIGINT
+        sys.excepthook = lambda kind, value, tb: _report(value, hook)
+        raise
     except BaseException as exc:  # noqa: BLE001 - reported as the interpreter would, then its exit status
-        tb = _program_frames(exc.__traceback__)
-        sys.excepthook(type(exc), exc.with_traceback(tb), tb)
-        return 130 if isinstance(exc, KeyboardInterrupt) else 1
+        _report(exc, sys.excepthook)
+        return 1
     return 0
 
 
-def _run_script(path: str) -> None:
-    """Execute the file at ``path`` as the ``__main__`` module, as ``python path`` does (``sys.argv`` as is)."""
-    with io.open_code(path) as source:
-        code = compile(source.read(), path, "exec")
+def _report(exc: BaseException, hook: Callable[..., object]) -> None:
+    """Report ``exc`` through ``hook`` (an excepthook), with the program's frames only."""
+    tb = _program_frames(exc.__traceback__)
+    hook(type(exc), exc.with_traceback(tb), tb)
+
+
+class Unrunnable(Exception):
+    """There is nothing to run at the path given; ``status`` is the exit status Python gives for it."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _main_of(path: str) -> tuple[str, importlib.machinery.ModuleSpec | None]:
+    """``(path, spec)`` of what ``python path`` runs as ``__main__`` (``spec``: None for a plain script), with
+    ``sys.path[0]`` set as Python sets it."""
+    importer = pkgutil.get_importer(path)  # a directory or a zip file
+    if importer is None:
+        if not os.path.isfile(path):
+            raise Unrunnable(f"can't open file {path!r}: [Errno 2] No such file or directory", 2)
+        sys.path[0] = os.path.dirname(path)
+        return path, None
+    spec = importer.find_spec("__main__")  # type: ignore[union-attr]
+    if spec is None:
+        raise Unrunnable(f"can't find '__main__' module in {path!r}", 1)
+    sys.path[0] = path
+    return path, spec
+
+
+def _run_main(path: str, spec: importlib.machinery.ModuleSpec | None) -> None:
+    """Execute ``path`` (a script, or with ``spec`` the ``__main__`` of a directory or zip file) as the
+    ``__main__`` module, as ``python path`` does (``sys.argv`` as is)."""
     main = types.ModuleType("__main__")
-    main.__file__ = path
-    main.__loader__ = importlib.machinery.SourceFileLoader("__main__", path)
+    if spec is None:
+        with io.open_code(path) as source:
+            code = compile(source.read(), path, "exec")
+        main.__file__ = path
+        main.__loader__ = importlib.machinery.SourceFileLoader("__main__", path)
+    else:
+        assert spec.loader is not None and spec.origin is not None
+        code = spec.loader.get_code("__main__")  # type: ignore[attr-defined]
+        main.__file__, main.__loader__, main.__spec__, main.__package__ = spec.origin, spec.loader, spec, ""
     vars(main)["__builtins__"] = builtins
     sys.modules["__main__"] = main
     exec(code, vars(main))
 
 
 def _program_frames(tb: TracebackType | None) -> TracebackType | None:
-    """The traceback from the program's first frame on (this module's and runpy's frames dropped)."""
-    while tb is not None and tb.tb_next is not None and tb.tb_frame.f_globals.get("__name__") in _OWN_MODULES:
-        tb = tb.tb_next
-    return tb
+    """The traceback from the program's first frame on: every frame up to the last of this module's, and
+    runpy's right after it, dropped."""
+    start, entry = tb, tb
+    while entry is not None:
+        if entry.tb_frame.f_globals.get("__name__") == __name__:
+            start = entry.tb_next
+        entry = entry.tb_next
+    while start is not None and start.tb_next is not None and start.tb_frame.f_globals.get("__name__") in _OWN_MODULES:
+        start = start.tb_next
+    return start
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, not {text!r}")
+    return int(text)

@@ -4,14 +4,18 @@ A verdict says that ``op`` fails on a target for ``dtype`` (or for every dtype, 
 the target has no kernel at all), and why (:data:`~torchdevice.fallback.errors.Reason`). Lookups
 are dictionary accesses in memory. Verdicts learned at run time are also persisted, so the next
 process does not try the target again: one JSON file per (torch version, torchdevice version) in
-``$TORCHDEVICE_CACHE_DIR``, else ``$XDG_CACHE_HOME/torchdevice``, else ``~/.cache/torchdevice``.
-Verdicts seeded from the generated kernel table are never written: the table has them.
+``$TORCHDEVICE_CACHE_DIR``, else ``$XDG_CACHE_HOME/torchdevice`` (an absolute path, as the XDG
+specification requires), else ``~/.cache/torchdevice``; with no home directory (``HOME`` empty, or
+the root directory) the cache stays in memory. Verdicts seeded from the generated kernel table are
+never written: the table has them.
 
-Writers merge: under an advisory lock (``fcntl.flock`` on a side file, where available) each
-writer reads the file, adds its verdicts and atomically replaces it (``os.replace`` of a complete
-temporary file), so concurrent processes neither corrupt the file nor lose each other's verdicts.
-A file that is not valid JSON in this format, or that belongs to other versions, is ignored with
-one warning and rewritten. A cache directory that cannot be written leaves the cache in memory.
+Writers merge: under an advisory lock (``fcntl.flock`` on a side file, where available, which is
+never opened through a symbolic link) each writer reads the file, adds its verdicts and atomically
+replaces it (``os.replace`` of a complete temporary file), so concurrent processes neither corrupt
+the file nor lose each other's verdicts. A file that cannot be used (not UTF-8, not JSON or nested
+too deeply to parse, not in this format, or written for other versions) never stops a run: it is
+ignored with one warning and rewritten. A cache directory that cannot be written leaves the cache
+in memory.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import contextlib
 import json
 import logging
 import os
+import warnings
 from collections.abc import Iterable, Iterator
 from functools import lru_cache
 from pathlib import Path
@@ -41,13 +46,18 @@ FORMAT = "torchdevice-capabilities/1"
 REASONS = ("kernel", "dtype")
 
 
-def cache_dir() -> Path:
-    """Where the capability files live (see the module docstring)."""
+def cache_dir() -> Path | None:
+    """Where the capability files live, None for nowhere (see the module docstring)."""
     explicit = os.environ.get("TORCHDEVICE_CACHE_DIR")
     if explicit:
         return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "torchdevice"
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if os.path.isabs(xdg):
+        return Path(xdg) / "torchdevice"
+    home = os.path.expanduser("~")  # $HOME (the root directory when it is empty), else the password database's
+    if not os.path.isabs(home) or Path(home) == Path(home).parent:
+        return None
+    return Path(home) / ".cache" / "torchdevice"
 
 
 @lru_cache(maxsize=1)
@@ -60,9 +70,13 @@ def versions() -> dict[str, str]:
     return {"torch": torch.__version__, "torchdevice": torchdevice.__version__}
 
 
-def cache_path(directory: Path | None = None) -> Path:
+def cache_path(directory: Path | None = None) -> Path | None:
+    """The capability file in ``directory`` (default: :func:`cache_dir`); None where there is no directory."""
+    directory = directory or cache_dir()
+    if directory is None:
+        return None
     v = versions()
-    return (directory or cache_dir()) / f"capabilities-torch-{v['torch']}-torchdevice-{v['torchdevice']}.json"
+    return directory / f"capabilities-torch-{v['torch']}-torchdevice-{v['torchdevice']}.json"
 
 
 class InvalidCacheFile(ValueError):
@@ -83,7 +97,7 @@ class CapabilityCache:
 
     @classmethod
     def open(cls, target: str) -> CapabilityCache:
-        """The cache of ``target`` in the user cache directory."""
+        """The cache of ``target`` in the user cache directory (in memory only where there is none)."""
         return cls(target, cache_path())
 
 
@@ -150,19 +164,22 @@ class CapabilityCache:
     def _warn(self, exc: InvalidCacheFile) -> None:
         if not self._warned:
             self._warned = True
-            log.warning("torchdevice: ignoring capability cache %s (%s); rebuilding it", self.path, exc)
+            warnings.warn(f"torchdevice: ignoring capability cache {self.path} ({exc}); rebuilding it",
+                          RuntimeWarning, stacklevel=2)
 
 
 def _read(path: Path) -> dict[str, dict[str, dict[str, Reason]]]:
     """The verdicts stored in ``path`` by target; ``{}`` when there is no file yet."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except FileNotFoundError:
         return {}
     try:
-        doc = json.loads(text)
-    except (ValueError, UnicodeDecodeError) as exc:
+        doc = json.loads(data.decode("utf-8"))
+    except ValueError as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise InvalidCacheFile(f"not JSON: {exc}") from None
+    except RecursionError:
+        raise InvalidCacheFile("not JSON: nested too deeply") from None
     expected = {"format": FORMAT, **versions()}
     if not isinstance(doc, dict) or any(doc.get(k) != v for k, v in expected.items()):
         header = {k: doc.get(k) for k in expected} if isinstance(doc, dict) else type(doc).__name__
@@ -193,9 +210,12 @@ def _locked(path: Path) -> Iterator[None]:
     if fcntl is None:
         yield
         return
-    with open(path.with_name(path.name + ".lock"), "a") as lock:
+    # O_NOFOLLOW: a symbolic link planted in the lock's place fails the open (OSError) instead of
+    # creating or locking the file it points to.
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    lock = os.open(path.with_name(path.name + ".lock"), flags, 0o600)
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+        yield
+    finally:
+        os.close(lock)  # releases the lock

@@ -6,6 +6,8 @@
   keep recognizing wrapped functions;
 - the entry points written by hand: :mod:`.tensors`, :mod:`.data`, :mod:`.amp`, :mod:`.classes`;
 - :mod:`.emulation`: the ``torch.cuda`` namespace on a machine without CUDA; :mod:`.views`: who asks;
+- :mod:`.processes`: the installation every process the program starts inherits (with the start-up
+  hook ``_torchdevice_startup``); :mod:`.bindings`: torch functions bound by name before ``install()``;
 - :mod:`.report`: what was redirected and what fell back.
 
 The generated wrappers and tables it installs are in ``torchdevice_generated``.

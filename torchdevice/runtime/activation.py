@@ -4,7 +4,9 @@ Order of installation: the generated device wrappers (``torchdevice_generated.de
 the hand-written entry points (tensors, checkpoints and data loading, autocast and GradScaler,
 generator/stream/event classes), the ``torch.cuda`` emulation table
 (``torchdevice_generated.cuda_table``), then each feature module in :data:`FEATURES`, which patches
-through the same patcher, so ``uninstall()`` undoes everything, newest first.
+through the same patcher, so ``uninstall()`` undoes everything, newest first. Last, the environment
+that redirects the processes the program starts (:mod:`.processes`), and a warning naming the torch
+functions that modules had already bound by name (:mod:`.bindings`).
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ from typing import Any
 import torch
 
 import torchdevice
-from torchdevice.runtime import amp, classes, data, emulation, tensors
+from torchdevice.runtime import amp, bindings, classes, data, emulation, processes, tensors
 from torchdevice.runtime.compilers import Compilers
-from torchdevice.runtime.devices import resolve_target
+from torchdevice.runtime.devices import resolve_devices, resolve_target
 from torchdevice.runtime.patching import Patcher
 from torchdevice.runtime.redirect import Redirect
 from torchdevice.runtime.report import configure_logging
@@ -52,12 +54,15 @@ _lock = threading.RLock()
 _state: State | None = None
 
 
-def install(target: str | torch.device | None = None, *, prefer_mlx: bool = False) -> torch.device:
-    """Activate the runtime; return the device ``"cuda"`` now means. Idempotent; a new target reinstalls."""
+def install(target: str | torch.device | None = None, *, prefer_mlx: bool = False,
+            devices: int | None = None) -> torch.device:
+    """Activate the runtime; return the device ``"cuda"`` now means. Idempotent; a new target or option
+    reinstalls. ``devices``: how many CUDA devices to emulate (see :func:`.devices.resolve_devices`)."""
     global _state
     with _lock:
         device = resolve_target(target)
-        options = {"prefer_mlx": prefer_mlx or os.environ.get("TORCHDEVICE_PREFER_MLX") == "1"}
+        options: dict[str, Any] = {"prefer_mlx": prefer_mlx or os.environ.get("TORCHDEVICE_PREFER_MLX") == "1",
+                                   "devices": resolve_devices(devices)}
         if _state is not None:
             if _state.target == device and _state.options == options:
                 return device
@@ -68,10 +73,14 @@ def install(target: str | torch.device | None = None, *, prefer_mlx: bool = Fals
         try:
             if device.type != "cuda":
                 _activate(state)
+                processes.propagate(state.patcher, device, options["prefer_mlx"], devices)
         except BaseException:
             _deactivate(state)
             _state = None
             raise
+        stale = bindings.stale_bindings(state.patcher.replaced)
+        if stale:
+            warnings.warn(bindings.message(stale), stacklevel=3)
         log.info("installed: cuda -> %s", device if device.type != "cuda" else "cuda (passthrough)")
         return device
 
@@ -126,9 +135,10 @@ def _release(version: str) -> tuple[str, ...]:
 def _activate(state: State) -> None:
     from torchdevice_generated import cuda_table, device_wrappers
 
-    r = state.redirect = Redirect(state.target)
+    r = state.redirect = Redirect(state.target, state.options["devices"])
     patcher = state.patcher
     patcher.set(emulation, "_active", r)
+    patcher.set(emulation, "_selected", threading.local())  # cuda:0 is current in every thread
     patch_warning_places(patcher)
     compilers = Compilers(patcher)
     for module, path, attr, op, factory in device_wrappers.WRAPPERS:

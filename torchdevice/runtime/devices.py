@@ -1,15 +1,20 @@
-"""What ``"cuda"`` means once the runtime is active: the target device and the translation caches.
+"""What ``"cuda"`` means once the runtime is active: the target device, how many CUDA devices are
+emulated on it, and the translation caches.
 
 Every place a device enters PyTorch looks its argument up in a :class:`DeviceMap` (device values:
 ``"cuda"``, ``"cuda:1"``, ``torch.device("cuda", 1)``, a bare index) or a :class:`TypeMap` (device
 *type* strings such as autocast's ``device_type``). A lookup is one dictionary access; the first
 sight of each distinct value computes and caches its translation. Values that need no translation
 map to themselves (the identical object), so ``translated is not original`` tells a redirect.
+
+``cuda:0`` to ``cuda:N-1`` all mean the target, for the N emulated devices (:func:`resolve_devices`);
+an index beyond them raises the error CUDA raises for it (:func:`invalid_ordinal`).
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 
 import torch
 
@@ -40,6 +45,41 @@ def resolve_target(requested: str | torch.device | None = None) -> torch.device:
     return torch.device(kind)
 
 
+def resolve_devices(requested: int | None = None) -> int:
+    """How many CUDA devices to emulate: ``requested``, else ``$TORCHDEVICE_DEVICES``, else 1.
+
+    Under ``torchrun`` (``$LOCAL_WORLD_SIZE`` set) the default is the number of processes per node,
+    so that each process's ``cuda:$LOCAL_RANK`` exists, as on a node with a GPU per process. A
+    variable that is not a positive whole number is warned about and ignored; a bad ``requested``
+    is an error.
+    """
+    if requested is not None:
+        if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
+            raise ValueError(f"torchdevice: devices must be a positive whole number, not {requested!r}")
+        return requested
+    text = os.environ.get("TORCHDEVICE_DEVICES", "").strip()
+    if text:
+        if text.isdigit() and int(text) >= 1:
+            return int(text)
+        warnings.warn(f"torchdevice: TORCHDEVICE_DEVICES={text!r} is not a positive whole number; "
+                      "emulating 1 CUDA device", stacklevel=4)
+        return 1
+    local = os.environ.get("LOCAL_WORLD_SIZE", "")
+    return int(local) if local.isdigit() and int(local) >= 1 else 1
+
+
+def invalid_ordinal(index: int, devices: int) -> torch.AcceleratorError:
+    """The error CUDA raises for ``cuda:index`` on a machine with ``devices`` GPUs (``cudaErrorInvalidDevice``),
+    with a last line saying how to emulate more."""
+    emulated = "1 CUDA device (cuda:0)" if devices == 1 else f"{devices} CUDA devices (cuda:0 to cuda:{devices - 1})"
+    return torch.AcceleratorError(
+        "CUDA error: invalid device ordinal\n"
+        "GPU device may be out of range, do you have enough GPUs?\n"
+        f"torchdevice emulates {emulated}, so cuda:{index} does not exist; "
+        "emulate more with TORCHDEVICE_DEVICES=N or `torchdevice run --devices N`"
+    )
+
+
 def is_cuda_value(value: object) -> bool:
     """Whether ``value`` names a CUDA device: ``"cuda"``, ``"cuda:N"``, ``torch.device("cuda", N)`` or an index."""
     if isinstance(value, torch.device):
@@ -53,12 +93,13 @@ class DeviceMap(dict):
     """``value -> translated device``, computed on first sight of each distinct value.
 
     CUDA values become the target device; everything else (other devices, dtypes, ``None``,
-    tensors passed to ``Tensor.to``) maps to itself.
+    tensors passed to ``Tensor.to``) maps to itself. A CUDA index of no emulated device raises.
     """
 
-    def __init__(self, target: torch.device) -> None:
+    def __init__(self, target: torch.device, devices: int = 1) -> None:
         super().__init__()
         self.target = target
+        self.devices = devices
 
     def __missing__(self, key: object) -> object:
         value = self.translate(key)
@@ -70,7 +111,10 @@ class DeviceMap(dict):
         if not is_cuda_value(key):
             return key
         if isinstance(key, str):
-            torch.device(key)  # a malformed string gets torch's own error
+            key = torch.device(key)  # a malformed string gets torch's own error
+        index = key.index if isinstance(key, torch.device) else key
+        if isinstance(index, int) and index >= self.devices:
+            raise invalid_ordinal(index, self.devices)
         return self.target
 
 

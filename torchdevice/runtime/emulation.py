@@ -5,8 +5,11 @@
 ``torchdevice_generated.cuda_table`` carries that to the runtime, which installs
 ``build(does, value)`` in place of the entry. The emulated device is the target (MPS or CPU):
 
-* availability: one device, index 0, always initialised; torch's own code still sees no CUDA
-  (see :mod:`torchdevice.runtime.views`);
+* availability: N devices (``TORCHDEVICE_DEVICES``, default 1; see
+  :func:`torchdevice.runtime.devices.resolve_devices`), always initialised, each of them the target;
+  ``set_device`` and ``with torch.cuda.device(k)`` select the current one per thread, as CUDA does;
+  an index of no emulated device raises CUDA's error; torch's own code still sees no CUDA (see
+  :mod:`torchdevice.runtime.views`);
 * random numbers: the CUDA generator *is* the target's default generator (``torch.cuda.manual_seed``
   seeds what ``torch.randn(..., device="cuda")`` draws from);
 * memory statistics: on MPS what ``torch.mps`` reports (current and driver-allocated bytes; MPS keeps
@@ -22,6 +25,7 @@ import contextlib
 import functools
 import os
 import platform
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -29,10 +33,13 @@ from typing import Any
 
 import torch
 
+from torchdevice.runtime.devices import invalid_ordinal
 from torchdevice.runtime.views import torch_internal
 
 _active: Any = None
 """The active :class:`torchdevice.runtime.redirect.Redirect`; set (and restored) by the runtime's patcher."""
+_selected = threading.local()
+"""``index``: this thread's current device; a fresh one is set (and restored) by each installation."""
 
 VOCABULARY: dict[str, Callable[[Any], Any]] = {}
 """Word -> builder: called with the overlay's ``value``, returns the object installed for the entry."""
@@ -57,10 +64,14 @@ def build(does: str, value: Any, name: str) -> Any:
     return VOCABULARY[does](value)
 
 
-def target() -> torch.device:
+def _redirect() -> Any:
     if _active is None:
         raise RuntimeError("torchdevice: the CUDA emulation is used while the runtime is not installed")
-    return _active.target
+    return _active
+
+
+def target() -> torch.device:
+    return _redirect().target
 
 
 def _on_mps() -> bool:
@@ -121,54 +132,69 @@ def is_initialized() -> bool:
 
 @word
 def device_count() -> int:
-    """One emulated device for the program; torch's own code sees none."""
-    return 0 if torch_internal() else 1
+    """The emulated devices for the program; torch's own code sees none."""
+    return 0 if torch_internal() else _redirect().emulated
 
 
 @word
 def current_device() -> int:
-    return 0
+    return getattr(_selected, "index", 0)
 
 
-def _index(device: Any, optional: bool = True) -> int:
-    """The CUDA device index ``device`` names (0 for the current one); only index 0 exists."""
-    if device is None or (isinstance(device, int) and device < 0):
-        return 0
+def _index(device: Any) -> int:
+    """The CUDA device index ``device`` names (the current one for ``None``, a negative index or a device
+    without index); an index of no emulated device raises CUDA's error."""
     if isinstance(device, str):
         device = torch.device(device)
     if isinstance(device, torch.device):
         if device.type not in ("cuda", target().type):
             raise ValueError(f"Expected a cuda device, but got: {device}")
-        return device.index or 0
-    if isinstance(device, int) and not isinstance(device, bool):
-        return device
-    raise ValueError(f"Expected a cuda device, but got: {device!r}")
+        device = device.index
+    if device is None:
+        return current_device()
+    if not isinstance(device, int) or isinstance(device, bool):
+        raise ValueError(f"Expected a cuda device, but got: {device!r}")
+    if device < 0:
+        return current_device()
+    if device >= _redirect().emulated:
+        raise invalid_ordinal(device, _redirect().emulated)
+    return device
+
+
+def _property_index(device: Any) -> int:
+    """:func:`_index` for the device property queries, which CUDA answers with an ``AssertionError``."""
+    try:
+        return _index(device)
+    except torch.AcceleratorError:
+        raise AssertionError("Invalid device id") from None
 
 
 @word
 def set_device(device: Any) -> None:
-    """Select device ``device``: index 0 is the only one; others are accepted and mean the target too."""
-    _index(device)
+    """Make ``device`` this thread's current device (a negative index: no change)."""
+    _selected.index = _index(device)
 
 
 @word
 class device:
-    """Context manager that selects a device: the target is the only one, so it only validates."""
+    """Context manager that makes ``device`` the current device, and the previous one again on exit."""
 
     def __init__(self, device: Any) -> None:
         self.idx = _index(device)
         self.prev_idx = -1
 
     def __enter__(self) -> None:
-        self.prev_idx = 0
+        self.prev_idx = current_device()
+        set_device(self.idx)
 
     def __exit__(self, *exc: object) -> None:
-        pass
+        set_device(self.prev_idx)
 
 
 @word
 class device_of(device):
-    """Context manager that selects the device of a tensor or storage."""
+    """Context manager that selects the device of a tensor or storage: the current one, as every
+    emulated device is the target."""
 
     def __init__(self, obj: Any) -> None:
         super().__init__(None)
@@ -176,7 +202,7 @@ class device_of(device):
 
 @word
 def get_device_name(device: Any = None) -> str:
-    _index(device)
+    _property_index(device)
     if _on_mps():
         return "Apple MPS (torchdevice)"
     return f"{platform.processor() or platform.machine()} CPU (torchdevice)"
@@ -211,7 +237,7 @@ CAPABILITY = (8, 0)
 
 @word
 def get_device_capability(device: Any = None) -> tuple[int, int]:
-    _index(device)
+    _property_index(device)
     return CAPABILITY
 
 
@@ -499,7 +525,8 @@ def get_rng_state(device: Any = "cuda") -> torch.Tensor:
 
 @word
 def get_rng_state_all() -> list[torch.Tensor]:
-    return [get_rng_state()]
+    """One state per emulated device; they share the target's generator."""
+    return [get_rng_state() for _ in range(_redirect().emulated)]
 
 
 @word
@@ -516,8 +543,8 @@ def set_rng_state_all(new_states: Any) -> None:
 
 @builder
 def default_generators(value: Any) -> tuple[torch.Generator, ...]:
-    """``torch.cuda.default_generators``: the target's default generator, for the one device."""
-    return (_generator(),)
+    """``torch.cuda.default_generators``: the target's default generator, for each emulated device."""
+    return (_generator(),) * _redirect().emulated
 
 
 # -- mixed precision -----------------------------------------------------------------------------

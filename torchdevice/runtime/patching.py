@@ -19,11 +19,15 @@ class Patcher:
 
     def __init__(self) -> None:
         self._undo: list[Callable[[], None]] = []
+        self.replaced: list[tuple[Any, str, Any]] = []
+        """``(owner, name, original)`` of each attribute that had a value of its own, until :meth:`restore`."""
 
     def set(self, owner: Any, name: str, value: Any) -> None:
         """``setattr(owner, name, value)``, recording the owner's own previous value."""
         before = vars(owner).get(name, _ABSENT)
         self._undo.append(lambda: delattr(owner, name) if before is _ABSENT else setattr(owner, name, before))
+        if before is not _ABSENT:
+            self.replaced.append((owner, name, before))
         setattr(owner, name, value)
 
     def defer(self, undo: Callable[[], None]) -> None:
@@ -34,6 +38,7 @@ class Patcher:
         """Undo every patch, newest first."""
         while self._undo:
             self._undo.pop()()
+        self.replaced.clear()
 
     def __len__(self) -> int:
         return len(self._undo)

@@ -21,13 +21,15 @@ from torchdevice.runtime.report import log, redirects
 
 
 class Redirect:
-    """What ``"cuda"`` means now and how often each op was redirected."""
+    """What ``"cuda"`` means now (the target, for each of the ``emulated`` CUDA devices) and how often each
+    op was redirected."""
 
-    def __init__(self, target: torch.device) -> None:
+    def __init__(self, target: torch.device, emulated: int = 1) -> None:
         self.target = target
-        self.devices = DeviceMap(target)
-        self.strict = StrictDeviceMap(target)
-        self.types = TypeMap(target)
+        self.emulated = emulated
+        self.devices = DeviceMap(target, emulated)
+        self.strict = StrictDeviceMap(target, emulated)
+        self.types = TypeMap(target, emulated)
         self.route = f"cuda->{target.type}"
         self.hits: list[int] = []
         self.ops: list[str] = []

@@ -1,9 +1,10 @@
 """CUDA-specific tensor and storage methods: ``.cuda()``, ``.is_cuda``, ``.pin_memory()``, the default device.
 
 These are not device *arguments* to translate but CUDA-only methods, so they are written by hand:
-``.cuda()`` moves to the target, ``.is_cuda`` answers as on a CUDA machine for tensors on the target
-(torch's own code still gets the real answer), and ``.pin_memory()`` returns the tensor itself on a
-target without pinned memory (there, every host tensor is as good as pinned).
+``.cuda()`` moves to the target (``.cuda(k)`` too, for each emulated device k), ``.is_cuda`` answers
+as on a CUDA machine for tensors on the target (torch's own code still gets the real answer), and
+``.pin_memory()`` returns the tensor itself on a target without pinned memory (there, every host
+tensor is as good as pinned).
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ def patch(patcher: Patcher, r: Redirect) -> None:
     target = r.target
     to = torch._C.TensorBase.to
     cuda_slot = r.slot("torch.Tensor.cuda")
-    hits, first = r.hits, r.first
+    hits, first, devices = r.hits, r.first, r.devices
 
     @functools.wraps(torch.Tensor.cuda)
     def cuda(self: torch.Tensor, device: Any = None, non_blocking: bool = False,
              memory_format: torch.memory_format = torch.preserve_format) -> torch.Tensor:
+        if device is not None:
+            devices[device]  # an index of no emulated device raises CUDA's error
         if hits[cuda_slot]:
             hits[cuda_slot] += 1
         else:
@@ -69,6 +72,8 @@ def _storage_cuda(original: Any, r: Redirect) -> Any:
 
     @functools.wraps(original)
     def cuda(self: Any, device: Any = None, non_blocking: bool = False) -> Any:
+        if device is not None:
+            r.devices[device]  # an index of no emulated device raises CUDA's error
         r.count(slot)
         return self.to(device=r.target, non_blocking=non_blocking)
 

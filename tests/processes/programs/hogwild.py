@@ -1,0 +1,45 @@
+"""Hogwild training written for an NVIDIA GPU: processes update one shared model without locks.
+
+``python hogwild.py spawn|forkserver``. Each worker trains the shared model on data of its own, counts its
+optimizer steps in shared memory and prints its loss before and after; the parent joins them and
+evaluates the model.
+"""
+
+import sys
+
+import torch
+import torch.multiprocessing as mp
+from torch import nn
+
+WORKERS, STEPS = 2, 150
+TRUE_WEIGHT = torch.arange(1.0, 9.0)  # the noise-free linear relation every worker's data follows
+
+
+def train(rank: int, model: nn.Module, steps_done: torch.Tensor) -> None:
+    generator = torch.Generator(device="cuda").manual_seed(rank)
+    x = torch.randn(64, 8, device="cuda", generator=generator)
+    y = x @ TRUE_WEIGHT.cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    before = nn.functional.mse_loss(model(x).squeeze(-1), y).item()
+    for _ in range(STEPS):
+        optimizer.zero_grad()
+        loss = nn.functional.mse_loss(model(x).squeeze(-1), y)
+        loss.backward()
+        optimizer.step()
+        steps_done[rank] += 1
+    print(f"worker {rank} on {x.device}: loss {before:.4f} -> {loss.item():.6f}", flush=True)
+
+
+if __name__ == "__main__":
+    mp.set_start_method(sys.argv[1])
+    model = nn.Linear(8, 1, bias=False).cuda()
+    model.share_memory()
+    steps_done = torch.zeros(WORKERS, dtype=torch.long).share_memory_()
+    workers = [mp.Process(target=train, args=(rank, model, steps_done)) for rank in range(WORKERS)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    print("exit codes", [worker.exitcode for worker in workers])
+    print("steps done", steps_done.tolist())
+    print("weight error", (model.weight.detach().cpu().squeeze(0) - TRUE_WEIGHT).abs().max().item())

@@ -1,0 +1,77 @@
+"""Every process of a redirected program is redirected: the installation it inherits through the environment.
+
+While the runtime is installed (and not passing through to real CUDA), ``os.environ``, which every
+process the program starts inherits (spawn and forkserver children, ``torch.multiprocessing.spawn``
+ranks, DataLoader workers, ``ProcessPoolExecutor``, ``subprocess`` pythons, torchrun and pytest-xdist
+workers), holds ``TORCHDEVICE_INSTALL``: the start-up hook installed with the package
+(``torchdevice.pth`` runs ``_torchdevice_startup``) makes such a process call :func:`install_inherited`
+as soon as it imports torch, before its own code can use torch.
+
+The value says how this process installed: ``target=cpu`` (the target it resolved, so that no child
+chooses another), with ``devices=N`` where the number of emulated devices was given to ``install()``
+(``torchdevice run --devices N``; where it comes from ``TORCHDEVICE_DEVICES``, children inherit that
+variable anyway) and ``prefer_mlx=1`` where MLX is preferred. ``TORCHDEVICE_INSTALL=1`` (by hand)
+installs with the defaults. The variables ``install()`` reads itself are never changed, so an
+installation does not alter what the next ``install()`` in this process resolves.
+
+``uninstall()`` removes the variable: processes started after it are not redirected. With
+``TORCHDEVICE_INSTALL=0`` set beforehand nothing is propagated: the runtime stays in the process
+that installed it.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any
+
+import torch
+
+from _torchdevice_startup import VARIABLE
+from torchdevice.runtime.patching import Patcher
+
+KEYS = ("target", "devices", "prefer_mlx")
+
+
+def propagate(patcher: Patcher, target: torch.device, prefer_mlx: bool, devices: int | None) -> None:
+    """Set ``TORCHDEVICE_INSTALL`` for processes started from now on; ``patcher.restore()`` removes it."""
+    if os.environ.get(VARIABLE) == "0":
+        return
+    items = {"target": target.type, "devices": devices, "prefer_mlx": 1 if prefer_mlx else None}
+    os.environ[VARIABLE] = ",".join(f"{key}={value}" for key, value in items.items() if value is not None)
+    patcher.defer(_forget)
+
+
+def _forget() -> None:
+    os.environ.pop(VARIABLE, None)
+
+
+def install_inherited() -> torch.device:
+    """Install as ``TORCHDEVICE_INSTALL`` says (what the start-up hook calls once torch is imported)."""
+    import torchdevice
+
+    value = os.environ.get(VARIABLE, "")
+    try:
+        arguments = decode(value)
+    except ValueError as exc:
+        warnings.warn(f"torchdevice: {VARIABLE}={value!r}: {exc}; installing with the defaults", stacklevel=2)
+        arguments = {}
+    return torchdevice.install(**arguments)
+
+
+def decode(value: str) -> dict[str, Any]:
+    """``"target=cpu,devices=2,prefer_mlx=1"`` -> ``install()``'s arguments; ``"1"`` -> ``{}``."""
+    if value.strip() == "1":
+        return {}
+    arguments: dict[str, Any] = {}
+    for item in value.split(","):
+        key, _, text = item.strip().partition("=")
+        if key not in KEYS or not text:
+            raise ValueError(f"expected 1 or key=value items with keys {', '.join(KEYS)}, not {item!r}")
+        if key == "target":
+            arguments[key] = text
+        elif not text.isdigit():
+            raise ValueError(f"{key} must be a whole number, not {text!r}")
+        else:
+            arguments[key] = int(text) if key == "devices" else text == "1"
+    return arguments
