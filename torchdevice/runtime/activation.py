@@ -139,6 +139,7 @@ def _activate(state: State) -> None:
     patcher = state.patcher
     patcher.set(emulation, "_active", r)
     patcher.set(emulation, "_selected", threading.local())  # cuda:0 is current in every thread
+    patcher.set(emulation, "_streams", {})  # each installation starts on the default stream
     patch_warning_places(patcher)
     compilers = Compilers(patcher)
     for module, path, attr, op, factory in device_wrappers.WRAPPERS:
