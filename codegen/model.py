@@ -17,7 +17,7 @@ from codegen.overlays.mlx import MlxOp
 from codegen.signatures import Signature
 from torchdevice.rewrite.rule import RewriteRule
 
-Kind = Literal["function", "builtin", "class", "method", "property", "op_overload"]
+Kind = Literal["function", "builtin", "class", "method", "property", "attribute", "op_overload"]
 KernelStatus = Literal["native", "composite", "implicit", "missing", "none"]
 Measured = Literal["pass", "fail"]
 

@@ -42,7 +42,7 @@ def signatures_of(found: Found, ops: list[str]) -> list[Signature]:
     obj = found.obj
     if found.kind == "op_overload":
         return [signatures.from_schema(obj._schema)]  # type: ignore[attr-defined]
-    if found.kind == "property":
+    if found.kind in ("property", "attribute"):
         return []
     if found.kind == "class":
         cls: type = obj  # type: ignore[assignment]

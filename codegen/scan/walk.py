@@ -2,7 +2,9 @@
 
 A public name of a scanned namespace is an entry when the object is *defined by torch*
 (``__module__`` is ``torch`` or ``torch.*``), is callable (or a flag property of a
-``torch.backends`` module), is not junk (see :func:`is_junk`), and the namespace *declares* it:
+``torch.backends`` module), is not junk (see :func:`is_junk`), and the namespace *declares* it.
+Data values ``torch.cuda`` lists in its ``__all__`` (``default_generators``, ``has_half``) are entries
+too, of kind ``attribute``: CUDA code reads them. Declared means:
 
 * it is in the namespace's ``__all__``; or
 * it is defined in the namespace itself or in a public submodule of it (``torch.unique`` from
@@ -86,6 +88,8 @@ NAMESPACES: dict[str, str] = {
     "torch.profiler": "profiler",
     "torch.signal.windows": "signal",
 }
+# Namespaces whose exported data values (not only callables) are entries.
+DEVICE_DATA_NAMESPACES = frozenset({"torch.cuda"})
 # Groups whose classes get their methods scanned, and further classes that do.
 DEVICE_GROUPS = frozenset({"cuda", "mps", "accelerator", "amp"})
 METHOD_CLASSES: dict[str, str] = {
@@ -167,6 +171,9 @@ def _module_members(namespace: str, module: types.ModuleType, group: str) -> Ite
             obj = getattr(module, name)
         except AttributeError:
             continue
+        if _is_declared_data(obj, namespace, name, declared_all):
+            yield Found(f"{namespace}.{name}", namespace, "attribute", group, obj)
+            continue
         if not _is_candidate(obj) or is_junk(obj, namespace):
             continue
         if _declared(namespace, name, obj, declared_all):
@@ -189,6 +196,13 @@ def _class_members(cls_found: Found, group: str) -> Iterator[Found]:
         else:
             continue
         yield Found(f"{cls_found.name}.{name}", cls_found.module, kind, group, getattr(cls, name), owner)
+
+
+def _is_declared_data(obj: object, namespace: str, name: str, declared_all: list[str] | None) -> bool:
+    """A value a device namespace exports by name (``torch.cuda.default_generators``, ``has_half``): CUDA
+    code reads it, so the runtime must say what it is without CUDA."""
+    return (namespace in DEVICE_DATA_NAMESPACES and declared_all is not None and name in declared_all
+            and not callable(obj) and not isinstance(obj, types.ModuleType))
 
 
 def _is_flag(descriptor: object) -> bool:

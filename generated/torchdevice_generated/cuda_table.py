@@ -49,6 +49,7 @@ EMULATION = (
     ('torch.cuda', (), 'current_device', 'emulate', 'current_device', None, '', False),
     ('torch.cuda', (), 'current_solver_handle', 'unsupported', '', None, 'cuSOLVER handles are raw CUDA pointers', False),
     ('torch.cuda', (), 'current_stream', 'emulate', 'current_stream', None, '', False),
+    ('torch.cuda', (), 'default_generators', 'emulate', 'default_generators', None, '', False),
     ('torch.cuda', (), 'default_stream', 'emulate', 'default_stream', None, '', False),
     ('torch.cuda', (), 'device', 'emulate', 'device', None, '', True),
     ('torch.cuda', (), 'device_count', 'emulate', 'device_count', None, '', False),

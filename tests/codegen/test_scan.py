@@ -17,7 +17,7 @@ from codegen import scan
 from codegen.scan import kernels
 from codegen.scan.records import KEYS
 
-KINDS = {"function", "builtin", "class", "method", "property", "op_overload"}
+KINDS = {"function", "builtin", "class", "method", "property", "attribute", "op_overload"}
 KERNEL_STATUSES = {"native", "composite", "implicit", "missing", "none"}
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 

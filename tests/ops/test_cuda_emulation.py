@@ -47,6 +47,9 @@ def test_entry_does_what_its_record_says(name):
                 call(installed)
             return
         built = emulation.build(does, value, name)
+        if entry.kind == "attribute":  # a data value: read, not called
+            assert installed == built and type(installed) is type(built)
+            return
         result = call(installed)
         if does == "constant":
             assert result == value and type(result) is type(value)
