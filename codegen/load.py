@@ -286,14 +286,22 @@ def load_list(path: Path, cls: type, known: dict[str, Entry]) -> tuple[Any, ...]
         raise CatalogError(path, schema.line_of(root), None, "expected a list of records")
     records: list[Any] = []
     lines: dict[str, int | None] = {}
+    codes: dict[str, str] = {}
     for node in root.value:
-        record = schema.build(cls, node, path)
+        named = dict((k.value, v.value) for k, v in node.value if isinstance(v, yaml.ScalarNode)) \
+            if isinstance(node, yaml.MappingNode) else {}
+        record = schema.build(cls, node, path, named.get("name"))
         line = schema.line_of(node)
         if record.name in lines:
             raise CatalogError(path, line, record.name, f"duplicate entry (first at line {lines[record.name]})")
+        code = getattr(record, "code", None)
+        if code is not None and code in codes:
+            raise CatalogError(path, line, record.name, f"code {code} is also rule {codes[code]!r}'s")
         for name in record.torch_names():
             if name not in known:
                 raise CatalogError(path, line, record.name, f"unknown torch name {name!r}: not in the scanned catalog")
         lines[record.name] = line
+        if code is not None:
+            codes[code] = record.name
         records.append(record)
     return tuple(records)

@@ -130,6 +130,11 @@ def test_a_cuda_entry_without_a_record_is_an_error(tmp_path):
     ({"devices": "torch.zeros: {sample: [1]}\n"}, "devices.yaml:1", "field 'sample': expected str"),
     ({"devices": "torch.zeros: {route: flows, why: a, b}\n"}, "devices.yaml:1", "unknown field 'b'"),
     ({"rewrite": "- {name: r, kind: teleport, doc: d, match: x}\n"}, "rewrite.yaml:1", "expected one of"),
+    ({"rewrite": "- {name: r, code: TD101, kind: device, doc: d, match: cuda, cpu: cpu, names: '(unclosed'}\n"},
+     "rewrite.yaml:1 (entry r)", "names"),
+    ({"rewrite": "- {name: r, code: TD101, kind: method, doc: d, match: cuda, to: to}\n"
+                 "- {name: s, code: TD101, kind: method, doc: d, match: cpu, to: to}\n"},
+     "rewrite.yaml:2 (entry s)", "code TD101 is also rule 'r'"),
     ({"rewrite": "name: r\n"}, "rewrite.yaml:1", "expected a list of records"),
     ({"mlx": "add:\n  mlx: [mlx.core.add]\n"}, "mlx.yaml:2", "field 'mlx': expected str"),
     ({"mlx": "add:\n  mlx: [unclosed\n"}, "mlx.yaml:", "invalid YAML"),

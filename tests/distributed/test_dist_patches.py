@@ -46,7 +46,7 @@ def test_backend_spellings(asked, expected):
 @pytest.fixture
 def patched() -> Iterator[Patcher]:
     patcher = Patcher()
-    td.activate(patcher, torch.device("cpu"), {})
+    td.activate(patcher, torch.device("cpu"), {"devices": 2})
     try:
         yield patcher
     finally:
@@ -130,6 +130,13 @@ def test_ddp_accepts_cuda_device_ids_for_a_cpu_module(patched, hold, device_ids,
     model = hold(DistributedDataParallel(torch.nn.Linear(2, 1), device_ids=device_ids, output_device=output_device))
     assert (model.device_ids, model.output_device) == (None, None)
     model(torch.ones(3, 2)).sum().backward()
+
+
+@pytest.mark.parametrize("device_ids", [[2], ["cuda:2"], [torch.device("cuda", 5)]])
+def test_ddp_device_ids_beyond_the_emulated_devices_raise_cudas_error(patched, device_ids):
+    dist.init_process_group("nccl", store=dist.HashStore(), world_size=1, rank=0)
+    with pytest.raises(torch.AcceleratorError, match="invalid device ordinal"):
+        DistributedDataParallel(torch.nn.Linear(2, 1), device_ids=device_ids)
 
 
 def test_ddp_rejects_cuda_device_ids_for_a_cpu_module_without_the_patches():

@@ -22,6 +22,24 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
+SPAWNING_PROGRAM = """\
+import multiprocessing as mp
+import torch
+
+
+def child(queue):
+    queue.put((torch.cuda.is_available(), torch.ones(1, device="cuda").device.type))
+
+
+if __name__ == "__main__":
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    process = ctx.Process(target=child, args=(queue,))
+    process.start()
+    print(*queue.get(timeout=120))
+    process.join()
+"""
+
 CUDA_PROGRAM = """\
 import torch
 x = torch.ones(2, 3, device="cuda").cuda()
@@ -66,8 +84,8 @@ def test_wheel_holds_every_subpackage_and_data_file_and_no_dev_tool(wheel: Path)
     packages = {n.rpartition("/")[0] for n in names if n.endswith("/__init__.py")}
     in_tree = {p.parent.relative_to(ROOT).as_posix() for p in (ROOT / "torchdevice").rglob("__init__.py")}
     assert in_tree <= packages
-    assert {"torchdevice/py.typed", "torchdevice_generated/py.typed", "torchdevice_generated/catalog.jsonl"} <= set(
-        names)
+    assert {"torchdevice/py.typed", "torchdevice_generated/py.typed", "torchdevice_generated/catalog.jsonl",
+            "torchdevice.pth", "_torchdevice_startup.py"} <= set(names)
     assert not [n for n in names if n.split("/")[0] in ("codegen", "tests", "catalog", "bench", "examples")]
     metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
     headers = Parser().parsestr(zipfile.ZipFile(wheel).read(metadata).decode())
@@ -116,3 +134,11 @@ print(torchdevice.report()["fallbacks"])
     done = run(installed, "python", "-c", probe, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "'aten::cumsum': {'mlx': 1}" in done.stdout
+
+
+def test_installed_start_up_hook_follows_the_program_into_a_spawned_child(installed: Path, tmp_path: Path):
+    program = tmp_path / "spawns.py"
+    program.write_text(SPAWNING_PROGRAM)
+    done = run(installed, "torchdevice", "run", "spawns.py", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "cpu"]

@@ -39,7 +39,8 @@ def activate(patcher: Patcher, target: torch.device, options: dict[str, Any]) ->
         wrapped = groups.on_gloo(getattr(c10d, name), unspecified)
         patcher.set(c10d, name, wrapped)
         patcher.set(torch.distributed, name, wrapped)
-    patcher.set(DistributedDataParallel, "__init__", ddp.on_module_device(DistributedDataParallel.__init__))
+    patcher.set(DistributedDataParallel, "__init__",
+                ddp.on_module_device(DistributedDataParallel.__init__, options.get("devices", 1)))
     if target.type != "cpu":
         # Restoring drops the last reference to the library, whose finalizer removes the kernels.
         library = staging.register(target.type, dispatch_key=target.type.upper())

@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from torchdevice.runtime.devices import invalid_ordinal
+
 
 def module_device_ids(module: torch.nn.Module) -> list[torch.device] | None:
     """What ``device_ids`` must be for DDP to accept ``module`` where it now lives."""
@@ -23,14 +25,19 @@ def module_device_ids(module: torch.nn.Module) -> list[torch.device] | None:
     return None if device.type == "cpu" else [device]
 
 
-def on_module_device(init: Callable[..., None]) -> Callable[..., None]:
-    """Wrap ``DistributedDataParallel.__init__`` as described above."""
+def on_module_device(init: Callable[..., None], devices: int) -> Callable[..., None]:
+    """Wrap ``DistributedDataParallel.__init__`` as described above; an index of no emulated device
+    (``devices`` of them) raises the error CUDA raises for it."""
 
     @functools.wraps(init)
     def __init__(
         self: Any, module: torch.nn.Module, device_ids: Any = None, output_device: Any = None, *args: Any, **kwargs: Any
     ) -> None:
         if device_ids or output_device is not None:
+            for given in [*(device_ids or ()), *([] if output_device is None else [output_device])]:
+                index = given if isinstance(given, int) else torch.device(given).index
+                if index is not None and index >= devices:
+                    raise invalid_ordinal(index, devices)
             device_ids = module_device_ids(module)
             output_device = device_ids[0] if device_ids else None
         init(self, module, device_ids, output_device, *args, **kwargs)
