@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, get_args
 
@@ -226,23 +227,29 @@ def _load_status(path: Path, known: dict[str, Entry]) -> dict[str, Status]:
 # -- overlays ----------------------------------------------------------------------------------------
 
 
+def _keyed(path: Path, what: str) -> Iterator[tuple[str, int, yaml.Node]]:
+    """``(key, line, value node)`` of an overlay that maps keys to records; duplicate keys are errors."""
+    root = schema.compose(path)
+    if root is None:
+        return
+    if not isinstance(root, yaml.MappingNode):
+        raise CatalogError(path, schema.line_of(root), None, f"expected a mapping from {what} to records")
+    lines: dict[str, int] = {}
+    for key_node, value_node in root.value:
+        key, line = str(key_node.value), schema.line_of(key_node)
+        if key in lines:
+            raise CatalogError(path, line, key, f"duplicate entry (first at line {lines[key]})")
+        lines[key] = line
+        yield key, line, value_node
+
+
 def load_per_entry(path: Path, cls: type, known: dict[str, Entry],
                    globs: bool = False) -> tuple[dict[str, Any], tuple[Pattern, ...]]:
     """Records of an overlay mapping torch names (or, with ``globs``, glob patterns) to ``cls`` records."""
-    root = schema.compose(path)
-    if root is None:
-        return {}, ()
-    if not isinstance(root, yaml.MappingNode):
-        raise CatalogError(path, schema.line_of(root), None, "expected a mapping from torch names to records")
     records: dict[str, Any] = {}
     patterns: list[Pattern] = []
-    lines: dict[str, int] = {}
-    for key_node, value_node in root.value:
-        name, line = str(key_node.value), schema.line_of(key_node)
-        if name in lines:
-            raise CatalogError(path, line, name, f"duplicate entry (first at line {lines[name]})")
-        lines[name] = line
-        record = schema.build(cls, value_node, path, name)
+    for name, line, node in _keyed(path, "torch names"):
+        record = schema.build(cls, node, path, name)
         if globs and "*" in name:
             matcher = re.compile(fnmatch.translate(name))
             if not any(matcher.match(n) for n in known):
@@ -257,23 +264,13 @@ def load_per_entry(path: Path, cls: type, known: dict[str, Entry],
 
 def load_mlx(path: Path, known: dict[str, Entry]) -> tuple[MlxRecord, ...]:
     """The MLX records, keyed by an aten op (``abs``) or overload (``max.dim``) of the scanned catalog."""
-    root = schema.compose(path)
-    if root is None:
-        return ()
-    if not isinstance(root, yaml.MappingNode):
-        raise CatalogError(path, schema.line_of(root), None, "expected a mapping from aten ops to records")
     ops = {name.removeprefix(OVERLOAD_PREFIX).partition(".")[0] for name in known if name.startswith(OVERLOAD_PREFIX)}
     records: list[MlxRecord] = []
-    lines: dict[str, int] = {}
-    for key_node, value_node in root.value:
-        key, line = str(key_node.value), schema.line_of(key_node)
-        if key in lines:
-            raise CatalogError(path, line, key, f"duplicate entry (first at line {lines[key]})")
-        lines[key] = line
+    for key, line, node in _keyed(path, "aten ops"):
         op, _, overload = key.partition(".")
         if (f"{OVERLOAD_PREFIX}{key}" not in known) if overload else (op not in ops):
             raise CatalogError(path, line, key, "unknown aten op or overload: not in the scanned catalog")
-        records.append(MlxRecord(key, schema.build(MlxOp, value_node, path, key), line))
+        records.append(MlxRecord(key, schema.build(MlxOp, node, path, key), line))
     return tuple(records)
 
 
