@@ -109,23 +109,23 @@ def meta_check() -> Iterator[dict[str, Any]]:
     call's signature remembered (a loop calling with the same shapes), and when it is new."""
     from torchdevice_generated.mlx_shims import SHIMS
 
-    from torchdevice.fallback import validate
+    from torchdevice.fallback import route, validate
 
     aten = torch.ops.aten
     cases = [
-        ("exp of 16 floats", aten.exp.default, (torch.randn(16),), "torch.Tensor.exp"),
-        ("add 64x64 + 64", aten.add.Tensor, (torch.randn(64, 64), torch.randn(64)), "torch.Tensor.add"),
-        ("in-place add_ 64x64 + 64", aten.add_.Tensor, (torch.randn(64, 64), torch.randn(64)), "torch.Tensor.add_"),
-        ("sum(dim=1) of 256x256", aten.sum.dim_IntList, (torch.randn(256, 256), [1]), "torch.Tensor.sum"),
-        ("cat of 3 64x64", aten.cat.default, ([torch.randn(64, 64)] * 3,), "torch.cat"),
-        ("mm 256x256", aten.mm.default, (torch.randn(256, 256), torch.randn(256, 256)), "torch.Tensor.mm"),
+        ("exp of 16 floats", aten.exp.default, (torch.randn(16),), "exp"),
+        ("add 64x64 + 64", aten.add.Tensor, (torch.randn(64, 64), torch.randn(64)), "add"),
+        ("in-place add_ 64x64 + 64", aten.add_.Tensor, (torch.randn(64, 64), torch.randn(64)), "add"),
+        ("sum(dim=1) of 256x256", aten.sum.dim_IntList, (torch.randn(256, 256), [1]), "sum"),
+        ("cat of 3 64x64", aten.cat.default, ([torch.randn(64, 64)] * 3,), "cat"),
+        ("mm 256x256", aten.mm.default, (torch.randn(256, 256), torch.randn(256, 256)), "mm"),
     ]
-    for label, op, args, entry in cases:
-        shim = SHIMS[entry]
+    for label, op, args, key in cases:
+        shim, inputs = SHIMS[key], route.Plan(op).inputs(args, {})
         remembered = per_call(lambda: validate.expect(op, args, {}), number=5000, repeat=5)  # noqa: B023
         new = per_call(lambda: (validate.known.clear(), validate.expect(op, args, {})),  # noqa: B023
                        number=200, repeat=5)
-        mlx = per_call(lambda: shim(*args), number=50, repeat=5)  # noqa: B023
+        mlx = per_call(lambda: shim(**inputs), number=50, repeat=5)  # noqa: B023
         yield {"name": f"meta check: {label}", "check_s": remembered, "check_new_signature_s": new,
                "mlx_call_s": mlx, "check_over_mlx": remembered / mlx}
 

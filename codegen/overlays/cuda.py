@@ -11,17 +11,24 @@ may have one. One record per entry::
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
+from pathlib import Path
 from functools import cache
 from typing import Any, Literal
 
 
+EMULATION = Path(__file__).resolve().parents[2] / "torchdevice" / "runtime" / "emulation.py"
+
+
 @cache
 def vocabulary() -> frozenset[str]:
-    """The emulation words the runtime implements (``torchdevice.runtime.emulation.VOCABULARY``)."""
-    from torchdevice.runtime import emulation
-
-    return frozenset(emulation.VOCABULARY)
+    """The emulation words the runtime implements: what ``torchdevice/runtime/emulation.py`` registers in
+    its ``VOCABULARY`` with ``@word`` or ``@builder``, read from the source (no import of torch)."""
+    tree = ast.parse(EMULATION.read_text(encoding="utf-8"))
+    return frozenset(node.name for node in tree.body
+                     if isinstance(node, (ast.FunctionDef, ast.ClassDef))
+                     and any(isinstance(d, ast.Name) and d.id in ("word", "builder") for d in node.decorator_list))
 
 
 @dataclass(frozen=True)
