@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from pathlib import Path
 from functools import cache
+from pathlib import Path
 from typing import Any, Literal
-
 
 EMULATION = Path(__file__).resolve().parents[2] / "torchdevice" / "runtime" / "emulation.py"
 

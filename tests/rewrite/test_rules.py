@@ -195,7 +195,7 @@ def test_bad_records_are_reported_with_file_and_line(tmp_path):
     with pytest.raises(CatalogError, match=message):
         load_list(path, RewriteRule, known)
     path.write_text(path.read_text().replace("synchronise", "synchronize"))
-    with pytest.raises(CatalogError, match=r"rewrite\.yaml:13: rewrite rule 'pattern': names '\(dev' is not a regular"):
+    with pytest.raises(CatalogError, match=r"rewrite\.yaml:13 \(entry pattern\): names '\(dev' is not a regular"):
         load_list(path, RewriteRule, known)
 
 

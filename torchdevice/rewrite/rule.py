@@ -146,39 +146,38 @@ class RewriteRule:
     """report: also report every name under ``match`` (``torch.backends.cudnn.*``)."""
 
     def __post_init__(self) -> None:
-        where = f"rewrite rule {self.name!r}"
         if not _CODE.fullmatch(self.code):
-            raise ValueError(f"{where}: code {self.code!r} is not TD and three digits")
+            raise ValueError(f"code {self.code!r} is not TD and three digits")
         allowed = _FIELDS[self.kind] | _COMMON
         for f in fields(self):
             if f.name not in allowed and getattr(self, f.name) != _default(f):
-                raise ValueError(f"{where}: field {f.name!r} does not apply to kind {self.kind!r}")
+                raise ValueError(f"field {f.name!r} does not apply to kind {self.kind!r}")
         if self.kind in ("call", "method", "backend") and not self.to:
-            raise ValueError(f"{where}: kind {self.kind!r} needs 'to'")
+            raise ValueError(f"kind {self.kind!r} needs 'to'")
         if self.args != "same" and not self.params:
-            raise ValueError(f"{where}: args {self.args!r} needs 'params'")
+            raise ValueError(f"args {self.args!r} needs 'params'")
         if self.kind in ("argument", "launcher") and not (self.keywords and set(self.keywords) <= set(self.params)):
-            raise ValueError(f"{where}: kind {self.kind!r} needs 'keywords', each one of 'params'")
+            raise ValueError(f"kind {self.kind!r} needs 'keywords', each one of 'params'")
         if self.kind == "context" and not (self.group and self.made_by):
-            raise ValueError(f"{where}: kind 'context' needs 'group' and 'made_by' (what makes its argument)")
+            raise ValueError("kind 'context' needs 'group' and 'made_by' (what makes its argument)")
         if self.kind == "check" and self.match not in CHECKS:
-            raise ValueError(f"{where}: check {self.match!r} is not one of {', '.join(CHECKS)}")
+            raise ValueError(f"check {self.match!r} is not one of {', '.join(CHECKS)}")
         if self.kind in ("call", "context", "argument", "launcher", "report") and not _QUALIFIED.fullmatch(self.match):
-            raise ValueError(f"{where}: match {self.match!r} is not a qualified name")
+            raise ValueError(f"match {self.match!r} is not a qualified name")
         if self.kind in ("device", "backend", "index") and not self.names:
-            raise ValueError(f"{where}: kind {self.kind!r} needs 'names'")
+            raise ValueError(f"kind {self.kind!r} needs 'names'")
         for name in ("names", "unindexed"):
             pattern = getattr(self, name)
             try:
                 re.compile(pattern)
             except re.error as exc:
-                raise ValueError(f"{where}: {name} {pattern!r} is not a regular expression: {exc}") from None
+                raise ValueError(f"{name} {pattern!r} is not a regular expression: {exc}") from None
         for expression in (self.without_accelerator, *self.result_methods.values()):
             if expression is not None:
                 try:
                     compile(expression, "<rule>", "eval")
                 except SyntaxError as exc:
-                    raise ValueError(f"{where}: {expression!r} is not a Python expression: {exc.msg}") from None
+                    raise ValueError(f"{expression!r} is not a Python expression: {exc.msg}") from None
 
     def given(self) -> dict[str, object]:
         """The fields that differ from their defaults, in declaration order (for rendering)."""
