@@ -12,6 +12,7 @@ import ast
 import inspect
 import re
 from dataclasses import dataclass
+from functools import cache
 
 Kind = inspect._ParameterKind
 P = inspect.Parameter
@@ -76,6 +77,7 @@ def render(signature: Signature) -> str:
     return str(inspect.Signature(params, return_annotation=returns, __validate_parameters__=False))
 
 
+@cache  # half the catalog's signatures repeat another's (torch.abs, torch.Tensor.abs, ...); records are frozen
 def parse(text: str) -> Signature:
     """The signature written as ``text``; ``ValueError`` naming the problem when it is not one."""
     try:
