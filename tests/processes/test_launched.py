@@ -74,3 +74,10 @@ def test_a_malformed_install_variable_is_warned_about_and_installs_the_defaults(
     done = python("-c", code, env={"TORCHDEVICE_INSTALL": "target=cpu,gpus=2", "TORCHDEVICE_TARGET": "cpu"})
     assert done.returncode == 0 and done.stdout.split() == ["True"], done.output
     assert "TORCHDEVICE_INSTALL='target=cpu,gpus=2'" in done.stderr and "installing with the defaults" in done.stderr
+
+
+def test_a_target_this_process_cannot_have_stops_it_naming_the_variable():
+    done = python("-c", "import torch; print('ran')", env={"TORCHDEVICE_INSTALL": "target=tpu"})
+    assert done.returncode == 1 and "ran" not in done.stdout, done.output  # never a silent run on another device
+    assert done.stderr.splitlines()[-1] == ("ValueError: torchdevice: unknown target 'tpu'; expected one of cpu, "
+                                            "mps, cuda (TORCHDEVICE_INSTALL=target=tpu)")

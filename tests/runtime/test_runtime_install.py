@@ -119,7 +119,8 @@ def test_target_from_the_environment(python):
     code = "import torchdevice; print(torchdevice.install(), torchdevice.target())"
     assert python("-c", code, env={"TORCHDEVICE_TARGET": "cpu"}).stdout.split() == ["cpu", "cpu"]
     failed = python("-c", code, env={"TORCHDEVICE_TARGET": "mps"})
-    assert failed.returncode == 1 and "target 'mps' requested but MPS is not available" in failed.stderr
+    assert failed.returncode == 1
+    assert "target 'mps' requested (TORCHDEVICE_TARGET=mps) but MPS is not available" in failed.stderr
 
 
 def test_importing_torchdevice_imports_neither_torch_nor_yaml(python):

@@ -130,7 +130,21 @@ def test_devices_option(command, tmp_path):
         assert done.returncode == 2 and "argument --devices: expected a positive whole number" in done.stderr
     warned = command("torchdevice", "run", "count.py", cwd=tmp_path, env={"TORCHDEVICE_DEVICES": "two"})
     assert warned.returncode == 0 and warned.stdout == "1\n"  # a bad setting is warned about, never fatal
-    assert "TORCHDEVICE_DEVICES='two' is not a positive whole number" in warned.stderr
+    assert warned.stderr == ("torchdevice run: UserWarning: TORCHDEVICE_DEVICES='two' is not a positive whole "
+                             "number; emulating 1 CUDA device\n")  # said plainly: no torchdevice file and line
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("tpu", "unknown target 'tpu' (TORCHDEVICE_TARGET=tpu); expected one of cpu, mps, cuda"),
+    ("mps", "target 'mps' requested (TORCHDEVICE_TARGET=mps) but MPS is not available on this machine"),
+])
+def test_a_bad_target_setting_is_one_line_naming_the_variable(command, tmp_path, value, message):
+    (tmp_path / "count.py").write_text("print('ran')\n")
+    done = command("torchdevice", "run", "count.py", cwd=tmp_path, env={"TORCHDEVICE_TARGET": value})
+    assert (done.returncode, done.stdout, done.stderr) == (2, "", f"torchdevice run: {message}\n")
+    doctor = command("torchdevice", "doctor", cwd=tmp_path, env={"TORCHDEVICE_TARGET": value})
+    assert doctor.returncode == 1 and f"target: error: {message}\n" in doctor.stdout
+    assert "devices:" in doctor.stdout and not doctor.stderr  # the rest of the report is still there
 
 
 VALID_CACHE = json.dumps({"format": FORMAT, **versions(), "targets": {"cpu": {}}}).encode()

@@ -21,7 +21,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     found = facts()
     print(json.dumps(found, indent=2) if args.json else format_facts(found))
-    return 0
+    return 1 if found["target_error"] else 0
 
 
 def facts() -> dict[str, Any]:
@@ -33,7 +33,10 @@ def facts() -> dict[str, Any]:
 
     from torchdevice.runtime.devices import resolve_target
 
-    target = resolve_target()
+    try:
+        target, error = resolve_target(), None
+    except (ValueError, RuntimeError) as exc:  # a bad TORCHDEVICE_TARGET: reported, the rest still shown
+        target, error = None, str(exc).removeprefix("torchdevice: ")
     policies: dict[str, int] = {}
     for row in cuda_table.EMULATION:
         policies[row[3]] = policies.get(row[3], 0) + 1
@@ -48,12 +51,13 @@ def facts() -> dict[str, Any]:
             "cpu": os.cpu_count() or 1,
             "mlx": importlib.util.find_spec("mlx") is not None,
         },
-        "target": str(target),
+        "target": None if target is None else str(target),
         "target_from": "TORCHDEVICE_TARGET" if os.environ.get("TORCHDEVICE_TARGET") else "machine",
-        "passthrough": target.type == "cuda",
+        "target_error": error,
+        "passthrough": target is not None and target.type == "cuda",
         "wrapped_entry_points": len(device_wrappers.WRAPPERS),
         "torch_cuda_entries": dict(sorted(policies.items())),
-        "fallback": _fallback(target.type, fallback_table),
+        "fallback": None if target is None else _fallback(target.type, fallback_table),
     }
 
 
@@ -87,12 +91,15 @@ def format_facts(f: dict[str, Any]) -> str:
         f"  mps   {'available' if d['mps'] else 'not available'}",
         f"  cpu   {d['cpu']} cores",
         f"  mlx   {'installed' if d['mlx'] else 'not installed'}",
-        f"target: \"cuda\" means {meaning} (chosen by {f['target_from']})",
+        f"target: error: {f['target_error']}" if f["target_error"]
+        else f"target: \"cuda\" means {meaning} (chosen by {f['target_from']})",
         f"runtime: {f['wrapped_entry_points']} device entry points wrapped; torch.cuda entries: "
         + ", ".join(f"{n} {policy}" for policy, n in f["torch_cuda_entries"].items()),
     ]
     fb = f["fallback"]
-    if fb["active"]:
+    if fb is None:
+        pass
+    elif fb["active"]:
         lines.append(f"fallback: {fb['missing_on_mps']} aten overloads have no MPS kernel, "
                      f"{fb['watched_on_mps']} are watched; {fb['with_mlx_shim']} can run on MLX, the rest on CPU")
         lines += [f"  {name}" for name in fb["examples"]]

@@ -20,6 +20,7 @@ import pkgutil
 import runpy
 import sys
 import types
+import warnings
 from collections.abc import Callable
 from types import TracebackType
 
@@ -52,8 +53,18 @@ def run(args: argparse.Namespace) -> int:
             print(f"torchdevice run: No module named {module[0]}", file=sys.stderr)
             return 1
     import torchdevice
+    from torchdevice.runtime.devices import resolve_target
 
-    torchdevice.install(devices=args.devices)
+    try:
+        resolve_target()  # a bad TORCHDEVICE_TARGET is the user's input: one line, not a traceback
+    except (ValueError, RuntimeError) as exc:
+        print(f"torchdevice run: {str(exc).removeprefix('torchdevice: ')}", file=sys.stderr)
+        return 2
+    with warnings.catch_warnings(record=True) as caught:  # no program line to point at yet: said plainly
+        torchdevice.install(devices=args.devices)
+    for warning in caught:
+        print(f"torchdevice run: {warning.category.__name__}: {str(warning.message).removeprefix('torchdevice: ')}",
+              file=sys.stderr)
     sys.argv = list(module or args.program)
     try:
         if main is None:

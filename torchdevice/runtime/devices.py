@@ -28,20 +28,22 @@ def resolve_target(requested: str | torch.device | None = None) -> torch.device:
     """The device ``"cuda"`` should mean: ``requested``, else ``$TORCHDEVICE_TARGET``, else the best present.
 
     Real CUDA is preferred where present (the runtime then passes everything through), then MPS,
-    then CPU. Asking for a target this machine lacks is an error.
+    then CPU. Asking for a target this machine lacks, or one that is not a target, is an error
+    (``ValueError``, ``RuntimeError``) naming where the request came from.
     """
     name = requested if requested is not None else os.environ.get("TORCHDEVICE_TARGET") or None
     if name is None:
         if torch.cuda.is_available():
             return torch.device("cuda")
         return torch.device("mps") if torch.backends.mps.is_available() else torch.device("cpu")
+    source = "" if requested is not None else f" (TORCHDEVICE_TARGET={name})"
     kind = name.type if isinstance(name, torch.device) else str(name).partition(":")[0]
     if kind not in TARGETS:
-        raise ValueError(f"torchdevice: unknown target {name!r}; expected one of {', '.join(TARGETS)}")
+        raise ValueError(f"torchdevice: unknown target {name!r}{source}; expected one of {', '.join(TARGETS)}")
     if kind == "mps" and not torch.backends.mps.is_available():
-        raise RuntimeError("torchdevice: target 'mps' requested but MPS is not available on this machine")
+        raise RuntimeError(f"torchdevice: target 'mps' requested{source} but MPS is not available on this machine")
     if kind == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("torchdevice: target 'cuda' requested but CUDA is not available on this machine")
+        raise RuntimeError(f"torchdevice: target 'cuda' requested{source} but CUDA is not available on this machine")
     return torch.device(kind)
 
 

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from _torchdevice_startup import VARIABLE
+from torchdevice.runtime.devices import resolve_target
 from torchdevice.runtime.patching import Patcher
 
 KEYS = ("target", "devices", "prefer_mlx")
@@ -56,6 +57,10 @@ def install_inherited() -> torch.device:
     except ValueError as exc:
         warnings.warn(f"torchdevice: {VARIABLE}={value!r}: {exc}; installing with the defaults", stacklevel=2)
         arguments = {}
+    try:
+        resolve_target(arguments.get("target"))
+    except (ValueError, RuntimeError) as exc:  # the parent's target is not one this process can have
+        raise type(exc)(f"{exc} ({VARIABLE}={value})") from None
     return torchdevice.install(**arguments)
 
 
