@@ -56,12 +56,12 @@ def run(args: argparse.Namespace) -> int:
     from torchdevice.runtime.devices import resolve_target
 
     try:
-        resolve_target()  # a bad TORCHDEVICE_TARGET is the user's input: one line, not a traceback
+        target = resolve_target()  # a bad TORCHDEVICE_TARGET is the user's input: one line, not a traceback
     except (ValueError, RuntimeError) as exc:
         print(f"torchdevice run: {str(exc).removeprefix('torchdevice: ')}", file=sys.stderr)
         return 2
     with warnings.catch_warnings(record=True) as caught:  # no program line to point at yet: said plainly
-        torchdevice.install(devices=args.devices)
+        torchdevice.install(target, devices=args.devices)
     for warning in caught:
         print(f"torchdevice run: {warning.category.__name__}: {str(warning.message).removeprefix('torchdevice: ')}",
               file=sys.stderr)

@@ -58,7 +58,7 @@ def install_inherited() -> torch.device:
         warnings.warn(f"torchdevice: {VARIABLE}={value!r}: {exc}; installing with the defaults", stacklevel=2)
         arguments = {}
     try:
-        resolve_target(arguments.get("target"))
+        arguments["target"] = resolve_target(arguments.get("target"))
     except (ValueError, RuntimeError) as exc:  # the parent's target is not one this process can have
         raise type(exc)(f"{exc} ({VARIABLE}={value})") from None
     return torchdevice.install(**arguments)
