@@ -24,7 +24,7 @@ def torch_amp_custom_bwd(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -45,7 +45,7 @@ def torch_amp_custom_fwd(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -69,7 +69,7 @@ def torch_fft_fftfreq(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -94,7 +94,7 @@ def torch_fft_rfftfreq(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -116,7 +116,7 @@ def torch_jit_load(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -128,7 +128,7 @@ def torch_jit_load(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -151,7 +151,7 @@ def torch_nested_as_nested_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -164,7 +164,7 @@ def torch_nested_as_nested_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -191,7 +191,7 @@ def torch_nested_nested_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -213,7 +213,7 @@ def torch_Tensor_new(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -237,7 +237,7 @@ def torch_Tensor_new_empty(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -262,7 +262,7 @@ def torch_Tensor_new_empty_strided(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -287,7 +287,7 @@ def torch_Tensor_new_full(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -311,7 +311,7 @@ def torch_Tensor_new_ones(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -324,7 +324,7 @@ def torch_Tensor_new_ones(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -352,7 +352,7 @@ def torch_Tensor_new_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -365,7 +365,7 @@ def torch_Tensor_new_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -392,7 +392,7 @@ def torch_Tensor_new_zeros(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -417,7 +417,7 @@ def torch_arange(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -441,7 +441,7 @@ def torch_as_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -454,7 +454,7 @@ def torch_as_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -479,7 +479,7 @@ def torch_asarray(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -504,7 +504,7 @@ def torch_bartlett_window(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -529,7 +529,7 @@ def torch_blackman_window(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -554,7 +554,7 @@ def torch_empty(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -579,7 +579,7 @@ def torch_empty_like(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -604,7 +604,7 @@ def torch_empty_permuted(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -629,7 +629,7 @@ def torch_empty_quantized(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -654,7 +654,7 @@ def torch_empty_strided(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -679,7 +679,7 @@ def torch_eye(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -702,7 +702,7 @@ def torch_from_dlpack(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -727,7 +727,7 @@ def torch_from_file(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -752,7 +752,7 @@ def torch_full(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -777,7 +777,7 @@ def torch_full_like(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -799,7 +799,7 @@ def torch_get_autocast_dtype(orig, r, slot):
             translated = table[device_type]
         except TypeError:  # unhashable: not a device; the original reports it
             translated = device_type
-        if translated is not device_type:
+        if translated != device_type:
             if hits[slot]:
                 hits[slot] += 1
             else:
@@ -822,7 +822,7 @@ def torch_hamming_window(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -847,7 +847,7 @@ def torch_hann_window(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -869,7 +869,7 @@ def torch_is_autocast_enabled(orig, r, slot):
             translated = table[device_type]
         except TypeError:  # unhashable: not a device; the original reports it
             translated = device_type
-        if translated is not device_type:
+        if translated != device_type:
             if hits[slot]:
                 hits[slot] += 1
             else:
@@ -892,7 +892,7 @@ def torch_kaiser_window(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -917,7 +917,7 @@ def torch_linspace(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -942,7 +942,7 @@ def torch_logspace(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -967,7 +967,7 @@ def torch_normal(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -994,7 +994,7 @@ def torch_ones(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1019,7 +1019,7 @@ def torch_ones_like(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1044,7 +1044,7 @@ def torch_rand(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1071,7 +1071,7 @@ def torch_rand_like(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1098,7 +1098,7 @@ def torch_randint(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1125,7 +1125,7 @@ def torch_randint_like(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1152,7 +1152,7 @@ def torch_randn(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1179,7 +1179,7 @@ def torch_randn_like(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1206,7 +1206,7 @@ def torch_randperm(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1233,7 +1233,7 @@ def torch_range(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1258,7 +1258,7 @@ def torch_scalar_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1280,7 +1280,7 @@ def torch_set_autocast_dtype(orig, r, slot):
             translated = table[device_type]
         except TypeError:  # unhashable: not a device; the original reports it
             translated = device_type
-        if translated is not device_type:
+        if translated != device_type:
             if hits[slot]:
                 hits[slot] += 1
             else:
@@ -1300,7 +1300,7 @@ def torch_set_autocast_enabled(orig, r, slot):
             translated = table[device_type]
         except TypeError:  # unhashable: not a device; the original reports it
             translated = device_type
-        if translated is not device_type:
+        if translated != device_type:
             if hits[slot]:
                 hits[slot] += 1
             else:
@@ -1321,7 +1321,7 @@ def torch_sparse_bsc_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1344,7 +1344,7 @@ def torch_sparse_bsr_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1367,7 +1367,7 @@ def torch_sparse_compressed_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1390,7 +1390,7 @@ def torch_sparse_coo_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1413,7 +1413,7 @@ def torch_sparse_csc_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1436,7 +1436,7 @@ def torch_sparse_csr_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1460,7 +1460,7 @@ def torch_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1473,7 +1473,7 @@ def torch_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1500,7 +1500,7 @@ def torch_tril_indices(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1525,7 +1525,7 @@ def torch_triu_indices(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1550,7 +1550,7 @@ def torch_zeros(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1575,7 +1575,7 @@ def torch_zeros_like(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:

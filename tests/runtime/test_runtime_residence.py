@@ -123,9 +123,12 @@ def test_device_contexts_work_with_the_wrapped_factories(on_cpu):
     try:
         made = torch.zeros(2)
         assert made.is_cuda and made.device.type == "cpu"
+        assert torch.get_default_device() == torch.device("cuda", 0)
+        with torch.device("meta"):
+            assert torch.get_default_device().type == "meta"
     finally:
         torch.set_default_device(None)
-    assert not torch.zeros(2).is_cuda
+    assert not torch.zeros(2).is_cuda and torch.get_default_device().type == "cpu"
 
 
 def test_device_context_of_a_library_built_before_install():

@@ -73,7 +73,7 @@ class Redirect:
             translated = self.devices[value]
         except TypeError:  # unhashable: not a device; torch reports the bad argument itself
             return value
-        if translated is not value:
+        if translated != value:
             self.count(slot)
         return translated
 
@@ -83,7 +83,7 @@ class Redirect:
             translated = self.types[value]
         except TypeError:
             return value
-        if translated is not value:
+        if translated != value:
             self.count(slot)
         return translated
 
