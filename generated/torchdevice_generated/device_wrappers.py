@@ -6,8 +6,9 @@ One factory per entry whose device argument the runtime translates (``codegen/pl
 decides which, and how each reads its argument). ``factory(original, redirect, slot)`` returns the
 wrapper: one dictionary lookup of the device value, a counter bump when it was redirected, then the
 original with the translated value. A tensor asked for CUDA is marked as on its emulated device
-(``born``; ``copied`` where the result may be the argument's memory) and random numbers asked for
-CUDA come from the emulated CUDA generator. ``WRAPPERS`` lists ``(module, owner path, attribute, op,
+(``born``; ``copied`` where the result may be the argument's memory), one asked for no device made
+like a device tensor is marked like it (``inherit``: ``x.new_zeros``, ``torch.zeros_like``), and
+random numbers asked for CUDA come from the emulated CUDA generator. ``WRAPPERS`` lists ``(module, owner path, attribute, op,
 factory)``.
 """
 
@@ -227,6 +228,7 @@ def torch_Tensor_new(orig, r, slot):
 def torch_Tensor_new_empty(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
     born = r.born
+    inherit = r.inherit
 
     def new_empty(*args, **kwargs):
         if kwargs.get("pin_memory"):  # no emulated target pins memory
@@ -244,7 +246,7 @@ def torch_Tensor_new_empty(orig, r, slot):
                     first(slot)
                 kwargs["device"] = translated
                 return born(orig(*args, **kwargs), value)
-        return orig(*args, **kwargs)
+        return inherit(orig(*args, **kwargs), args)
 
     return new_empty
 
@@ -252,6 +254,7 @@ def torch_Tensor_new_empty(orig, r, slot):
 def torch_Tensor_new_empty_strided(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
     born = r.born
+    inherit = r.inherit
 
     def new_empty_strided(*args, **kwargs):
         if kwargs.get("pin_memory"):  # no emulated target pins memory
@@ -269,7 +272,7 @@ def torch_Tensor_new_empty_strided(orig, r, slot):
                     first(slot)
                 kwargs["device"] = translated
                 return born(orig(*args, **kwargs), value)
-        return orig(*args, **kwargs)
+        return inherit(orig(*args, **kwargs), args)
 
     return new_empty_strided
 
@@ -277,6 +280,7 @@ def torch_Tensor_new_empty_strided(orig, r, slot):
 def torch_Tensor_new_full(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
     born = r.born
+    inherit = r.inherit
 
     def new_full(*args, **kwargs):
         if kwargs.get("pin_memory"):  # no emulated target pins memory
@@ -294,7 +298,7 @@ def torch_Tensor_new_full(orig, r, slot):
                     first(slot)
                 kwargs["device"] = translated
                 return born(orig(*args, **kwargs), value)
-        return orig(*args, **kwargs)
+        return inherit(orig(*args, **kwargs), args)
 
     return new_full
 
@@ -302,6 +306,7 @@ def torch_Tensor_new_full(orig, r, slot):
 def torch_Tensor_new_ones(orig, r, slot):
     table, hits, first = r.strict, r.hits, r.first
     born = r.born
+    inherit = r.inherit
 
     def new_ones(*args, **kwargs):
         asked = None
@@ -335,7 +340,7 @@ def torch_Tensor_new_ones(orig, r, slot):
             kwargs["pin_memory"] = False
         if asked is not None:
             return born(orig(*args, **kwargs), asked)
-        return orig(*args, **kwargs)
+        return inherit(orig(*args, **kwargs), args)
 
     return new_ones
 
@@ -343,6 +348,7 @@ def torch_Tensor_new_ones(orig, r, slot):
 def torch_Tensor_new_tensor(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
     born = r.born
+    inherit = r.inherit
 
     def new_tensor(*args, **kwargs):
         asked = None
@@ -374,7 +380,7 @@ def torch_Tensor_new_tensor(orig, r, slot):
                 asked = value
         if asked is not None:
             return born(orig(*args, **kwargs), asked)
-        return orig(*args, **kwargs)
+        return inherit(orig(*args, **kwargs), args)
 
     return new_tensor
 
@@ -382,6 +388,7 @@ def torch_Tensor_new_tensor(orig, r, slot):
 def torch_Tensor_new_zeros(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
     born = r.born
+    inherit = r.inherit
 
     def new_zeros(*args, **kwargs):
         if kwargs.get("pin_memory"):  # no emulated target pins memory
@@ -399,7 +406,7 @@ def torch_Tensor_new_zeros(orig, r, slot):
                     first(slot)
                 kwargs["device"] = translated
                 return born(orig(*args, **kwargs), value)
-        return orig(*args, **kwargs)
+        return inherit(orig(*args, **kwargs), args)
 
     return new_zeros
 
@@ -569,6 +576,7 @@ def torch_empty(orig, r, slot):
 def torch_empty_like(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
     born = r.born
+    inherit = r.inherit
 
     def empty_like(*args, **kwargs):
         if kwargs.get("pin_memory"):  # no emulated target pins memory
@@ -586,7 +594,7 @@ def torch_empty_like(orig, r, slot):
                     first(slot)
                 kwargs["device"] = translated
                 return born(orig(*args, **kwargs), value)
-        return orig(*args, **kwargs)
+        return inherit(orig(*args, **kwargs), args)
 
     return empty_like
 
@@ -767,6 +775,7 @@ def torch_full(orig, r, slot):
 def torch_full_like(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
     born = r.born
+    inherit = r.inherit
 
     def full_like(*args, **kwargs):
         if kwargs.get("pin_memory"):  # no emulated target pins memory
@@ -784,7 +793,7 @@ def torch_full_like(orig, r, slot):
                     first(slot)
                 kwargs["device"] = translated
                 return born(orig(*args, **kwargs), value)
-        return orig(*args, **kwargs)
+        return inherit(orig(*args, **kwargs), args)
 
     return full_like
 
@@ -1009,6 +1018,7 @@ def torch_ones(orig, r, slot):
 def torch_ones_like(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
     born = r.born
+    inherit = r.inherit
 
     def ones_like(*args, **kwargs):
         if kwargs.get("pin_memory"):  # no emulated target pins memory
@@ -1026,7 +1036,7 @@ def torch_ones_like(orig, r, slot):
                     first(slot)
                 kwargs["device"] = translated
                 return born(orig(*args, **kwargs), value)
-        return orig(*args, **kwargs)
+        return inherit(orig(*args, **kwargs), args)
 
     return ones_like
 
@@ -1061,6 +1071,7 @@ def torch_rand(orig, r, slot):
 def torch_rand_like(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
     born = r.born
+    inherit = r.inherit
 
     def rand_like(*args, **kwargs):
         if kwargs.get("pin_memory"):  # no emulated target pins memory
@@ -1080,7 +1091,7 @@ def torch_rand_like(orig, r, slot):
                 if kwargs.get("generator") is None:
                     kwargs["generator"] = r.generator(value)
                 return born(orig(*args, **kwargs), value)
-        return orig(*args, **kwargs)
+        return inherit(orig(*args, **kwargs), args)
 
     return rand_like
 
@@ -1115,6 +1126,7 @@ def torch_randint(orig, r, slot):
 def torch_randint_like(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
     born = r.born
+    inherit = r.inherit
 
     def randint_like(*args, **kwargs):
         if kwargs.get("pin_memory"):  # no emulated target pins memory
@@ -1134,7 +1146,7 @@ def torch_randint_like(orig, r, slot):
                 if kwargs.get("generator") is None:
                     kwargs["generator"] = r.generator(value)
                 return born(orig(*args, **kwargs), value)
-        return orig(*args, **kwargs)
+        return inherit(orig(*args, **kwargs), args)
 
     return randint_like
 
@@ -1169,6 +1181,7 @@ def torch_randn(orig, r, slot):
 def torch_randn_like(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
     born = r.born
+    inherit = r.inherit
 
     def randn_like(*args, **kwargs):
         if kwargs.get("pin_memory"):  # no emulated target pins memory
@@ -1188,7 +1201,7 @@ def torch_randn_like(orig, r, slot):
                 if kwargs.get("generator") is None:
                     kwargs["generator"] = r.generator(value)
                 return born(orig(*args, **kwargs), value)
-        return orig(*args, **kwargs)
+        return inherit(orig(*args, **kwargs), args)
 
     return randn_like
 
@@ -1382,6 +1395,7 @@ def torch_sparse_compressed_tensor(orig, r, slot):
 def torch_sparse_coo_tensor(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
     born = r.born
+    inherit = r.inherit
 
     def sparse_coo_tensor(*args, **kwargs):
         value = kwargs.get("device")
@@ -1397,7 +1411,7 @@ def torch_sparse_coo_tensor(orig, r, slot):
                     first(slot)
                 kwargs["device"] = translated
                 return born(orig(*args, **kwargs), value)
-        return orig(*args, **kwargs)
+        return inherit(orig(*args, **kwargs), args)
 
     return sparse_coo_tensor
 
@@ -1565,6 +1579,7 @@ def torch_zeros(orig, r, slot):
 def torch_zeros_like(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
     born = r.born
+    inherit = r.inherit
 
     def zeros_like(*args, **kwargs):
         if kwargs.get("pin_memory"):  # no emulated target pins memory
@@ -1582,7 +1597,7 @@ def torch_zeros_like(orig, r, slot):
                     first(slot)
                 kwargs["device"] = translated
                 return born(orig(*args, **kwargs), value)
-        return orig(*args, **kwargs)
+        return inherit(orig(*args, **kwargs), args)
 
     return zeros_like
 
