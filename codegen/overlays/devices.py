@@ -16,10 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Route = Literal["wrap", "hand", "flows", "passthrough"]
+from torchdevice.records import HAND_WRITTEN
 
-HAND_WRITTEN = ("tensors", "data", "amp", "classes")
-"""The runtime's hand-written modules (``torchdevice/runtime/<name>.py``)."""
+Route = Literal["wrap", "hand", "flows", "passthrough"]
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from typing import Literal
 
 from codegen.model import Catalog, Entry
 from codegen.overlays.devices import DeviceRule
+from torchdevice.records import dispatcher_name
 
 Route = Literal["wrap", "hand", "flows", "emulate", "unsupported", "fallback", "watch", "passthrough"]
 
@@ -85,7 +86,7 @@ class Policies:
         if entry.device_params:
             return self._device_policy(entry)
         if entry.kind == "op_overload":
-            aten = aten_name(entry)
+            aten = dispatcher_name(entry.name)
             if aten in self.missing:
                 return Policy("fallback", "no MPS kernel: on MPS it runs on MLX (when mapped) or on the CPU")
             if aten in self.watched:
@@ -103,11 +104,3 @@ class Policies:
         raise PlanError(entry.name, f"device parameters {', '.join(entry.device_params)} but no route: "
                                     "give it one in catalog/overlays/devices.yaml")
 
-
-OVERLOAD_PREFIX = "torch.ops.aten."
-
-
-def aten_name(entry: Entry) -> str:
-    """``torch.ops.aten.add.Tensor`` -> ``aten::add.Tensor``; the default overload has no suffix."""
-    op, _, overload = entry.name.removeprefix(OVERLOAD_PREFIX).partition(".")
-    return f"aten::{op}" if overload == "default" else f"aten::{op}.{overload}"
