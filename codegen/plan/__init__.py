@@ -1,7 +1,7 @@
 """The one planning step between the catalog and the templates: :func:`plan` decides, from the loaded
 catalog, everything each generated file and each per-entry test needs, and the templates only render it.
 
-- :mod:`.policies`: the route of every entry (the catalog's ``policy``) and why;
+- :mod:`.policies`: the policy of every entry and why;
 - :mod:`.wrappers`: the device wrappers of the entries routed ``wrap``;
 - :mod:`.emulation`: the ``torch.cuda`` emulation table;
 - :mod:`.fallback`: the fallback engine's tables (MPS kernels missing or watched, MLX routes);
@@ -48,9 +48,9 @@ def plan(catalog: Catalog) -> Plan:
     shims = mlx.shims(catalog)
     fallback = FallbackTable.of(catalog, shims)
     policies = Policies(catalog, frozenset(fallback.missing_on_mps), frozenset(fallback.try_on_mps))
-    routed = {name: policy.route for name, policy in policies.by_name.items()}
+    decided = {name: policy.name for name, policy in policies.by_name.items()}
     rows = emulation.emulations(catalog, policies)
-    translated = [e for e in catalog.entries if e.device_params and routed[e.name] in ("wrap", "hand", "flows")]
+    translated = [e for e in catalog.entries if e.device_params and decided[e.name] in ("wrap", "hand", "flows")]
     by_overload = {e.name: s for s in shims for e in s.overloads}
     by_op: dict[str, dict[str, Shim]] = {}
     for s in shims:
@@ -69,7 +69,7 @@ def plan(catalog: Catalog) -> Plan:
     return Plan(
         torch_version=catalog.torch_version,
         policies=policies,
-        wrappers=tuple(wrapper_of(e) for e in catalog.entries if routed[e.name] == "wrap"),
+        wrappers=tuple(wrapper_of(e) for e in catalog.entries if decided[e.name] == "wrap"),
         emulation=rows,
         members=emulation.members(catalog, rows),
         fallback=fallback,
@@ -79,7 +79,7 @@ def plan(catalog: Catalog) -> Plan:
         entries=tuple(
             CatalogRow(
                 name=e.name, kind=e.kind, module=e.module,
-                policy=policies[e.name].route, why=policies[e.name].why, by=policies[e.name].by,
+                policy=policies[e.name].name, why=policies[e.name].why, by=policies[e.name].by,
                 device_params=e.device_params, aten=e.aten,
                 kernels=dataclasses.asdict(e.kernels), status=dataclasses.asdict(e.status),
                 mlx=mlx_of(e),

@@ -42,7 +42,7 @@ class Member:
 
 
 def emulations(catalog: Catalog, policies: Policies) -> tuple[Emulation, ...]:
-    return tuple(Emulation(e) for e in catalog.entries if policies[e.name].route in ("emulate", "unsupported"))
+    return tuple(Emulation(e) for e in catalog.entries if policies[e.name].name in ("emulate", "unsupported"))
 
 
 def members(catalog: Catalog, rows: tuple[Emulation, ...]) -> tuple[Member, ...]:

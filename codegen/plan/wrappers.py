@@ -1,6 +1,6 @@
 """The generated device wrappers (``device_wrappers.py.j2`` and its stub): one per entry of policy ``wrap``.
 
-A wrapper's **form** says how its fast path reads the device argument, from the entry's overloads:
+A wrapper's **device_arg** says where its fast path reads the device argument, from the entry's overloads:
 ``keyword`` (never positional: read ``kwargs``), ``first`` (the first parameter after ``self``: a
 named parameter of the wrapper) or ``at`` (positional at a later index: read ``args`` or
 ``kwargs``). Measured here, reading ``**kwargs`` beats repeating a long keyword signature: the C
@@ -20,7 +20,7 @@ from codegen.model import Entry
 from codegen.plan.policies import PlanError
 from codegen.signatures import INT_LIKE, P, Signature, render
 
-Form = Literal["keyword", "first", "at"]
+DeviceArg = Literal["keyword", "first", "at"]
 Table = Literal["devices", "strict", "types"]
 
 
@@ -33,7 +33,7 @@ class Wrapper:
     param: str
     """The translated parameter."""
     table: Table
-    form: Form
+    device_arg: DeviceArg
     position: int | None
     """Index of ``param`` among positional arguments, ``self`` included (``None``: keyword only)."""
     pin_memory: bool
@@ -99,7 +99,7 @@ def wrapper_of(entry: Entry) -> Wrapper:
         raise PlanError(entry.name, f"{param!r} at different positions {sorted(positions)} across overloads")
     position = positions.pop() if positions else None
     first = 1 if entry.kind == "method" else 0
-    form: Form = "keyword" if position is None else "first" if position == first else "at"
+    device_arg: DeviceArg = "keyword" if position is None else "first" if position == first else "at"
     if param == "device_type":
         table: Table = "types"
     elif position is not None and _ints_elsewhere(entry.signatures, param, position):
@@ -107,7 +107,7 @@ def wrapper_of(entry: Entry) -> Wrapper:
     else:
         table = "devices"
     pin = any(p.name == "pin_memory" and p.kind == P.KEYWORD_ONLY for s in entry.signatures for p in s.params)
-    return Wrapper(entry, param, table, form, position, pin)
+    return Wrapper(entry, param, table, device_arg, position, pin)
 
 
 def _ints_elsewhere(signatures: tuple[Signature, ...], name: str, position: int) -> bool:

@@ -28,7 +28,7 @@ def aten_abs(*, self):
         _mlx_result = mlx.core.abs(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('abs') from _mlx_error
+        raise _b.mlx_failed('abs') from _mlx_error
 
 
 def aten_neg(*, self):
@@ -40,7 +40,7 @@ def aten_neg(*, self):
         _mlx_result = mlx.core.negative(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('neg') from _mlx_error
+        raise _b.mlx_failed('neg') from _mlx_error
 
 
 def aten_acos(*, self):
@@ -52,7 +52,7 @@ def aten_acos(*, self):
         _mlx_result = mlx.core.arccos(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('acos') from _mlx_error
+        raise _b.mlx_failed('acos') from _mlx_error
 
 
 def aten_acosh(*, self):
@@ -64,7 +64,7 @@ def aten_acosh(*, self):
         _mlx_result = mlx.core.arccosh(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('acosh') from _mlx_error
+        raise _b.mlx_failed('acosh') from _mlx_error
 
 
 def aten_asin(*, self):
@@ -76,7 +76,7 @@ def aten_asin(*, self):
         _mlx_result = mlx.core.arcsin(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('asin') from _mlx_error
+        raise _b.mlx_failed('asin') from _mlx_error
 
 
 def aten_asinh(*, self):
@@ -88,7 +88,7 @@ def aten_asinh(*, self):
         _mlx_result = mlx.core.arcsinh(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('asinh') from _mlx_error
+        raise _b.mlx_failed('asinh') from _mlx_error
 
 
 def aten_atan(*, self):
@@ -100,7 +100,7 @@ def aten_atan(*, self):
         _mlx_result = mlx.core.arctan(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('atan') from _mlx_error
+        raise _b.mlx_failed('atan') from _mlx_error
 
 
 def aten_atanh(*, self):
@@ -112,7 +112,7 @@ def aten_atanh(*, self):
         _mlx_result = mlx.core.arctanh(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('atanh') from _mlx_error
+        raise _b.mlx_failed('atanh') from _mlx_error
 
 
 def aten_ceil(*, self):
@@ -124,7 +124,7 @@ def aten_ceil(*, self):
         _mlx_result = mlx.core.ceil(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('ceil') from _mlx_error
+        raise _b.mlx_failed('ceil') from _mlx_error
 
 
 def aten_floor(*, self):
@@ -136,7 +136,7 @@ def aten_floor(*, self):
         _mlx_result = mlx.core.floor(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('floor') from _mlx_error
+        raise _b.mlx_failed('floor') from _mlx_error
 
 
 def aten_trunc(*, self):
@@ -148,7 +148,7 @@ def aten_trunc(*, self):
         _mlx_result = mlx.core.trunc(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('trunc') from _mlx_error
+        raise _b.mlx_failed('trunc') from _mlx_error
 
 
 def aten_round(*, self, decimals=None):
@@ -161,7 +161,7 @@ def aten_round(*, self, decimals=None):
         _mlx_result = mlx.core.round(_x_self, decimals=_x_decimals)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('round') from _mlx_error
+        raise _b.mlx_failed('round') from _mlx_error
 
 
 def aten_cos(*, self):
@@ -173,7 +173,7 @@ def aten_cos(*, self):
         _mlx_result = mlx.core.cos(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('cos') from _mlx_error
+        raise _b.mlx_failed('cos') from _mlx_error
 
 
 def aten_cosh(*, self):
@@ -185,7 +185,7 @@ def aten_cosh(*, self):
         _mlx_result = mlx.core.cosh(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('cosh') from _mlx_error
+        raise _b.mlx_failed('cosh') from _mlx_error
 
 
 def aten_sin(*, self):
@@ -197,7 +197,7 @@ def aten_sin(*, self):
         _mlx_result = mlx.core.sin(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('sin') from _mlx_error
+        raise _b.mlx_failed('sin') from _mlx_error
 
 
 def aten_sinh(*, self):
@@ -209,7 +209,7 @@ def aten_sinh(*, self):
         _mlx_result = mlx.core.sinh(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('sinh') from _mlx_error
+        raise _b.mlx_failed('sinh') from _mlx_error
 
 
 def aten_tan(*, self):
@@ -221,7 +221,7 @@ def aten_tan(*, self):
         _mlx_result = mlx.core.tan(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('tan') from _mlx_error
+        raise _b.mlx_failed('tan') from _mlx_error
 
 
 def aten_tanh(*, self):
@@ -233,7 +233,7 @@ def aten_tanh(*, self):
         _mlx_result = mlx.core.tanh(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('tanh') from _mlx_error
+        raise _b.mlx_failed('tanh') from _mlx_error
 
 
 def aten_exp(*, self):
@@ -245,7 +245,7 @@ def aten_exp(*, self):
         _mlx_result = mlx.core.exp(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('exp') from _mlx_error
+        raise _b.mlx_failed('exp') from _mlx_error
 
 
 def aten_expm1(*, self):
@@ -257,7 +257,7 @@ def aten_expm1(*, self):
         _mlx_result = mlx.core.expm1(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('expm1') from _mlx_error
+        raise _b.mlx_failed('expm1') from _mlx_error
 
 
 def aten_log(*, self):
@@ -269,7 +269,7 @@ def aten_log(*, self):
         _mlx_result = mlx.core.log(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('log') from _mlx_error
+        raise _b.mlx_failed('log') from _mlx_error
 
 
 def aten_log10(*, self):
@@ -281,7 +281,7 @@ def aten_log10(*, self):
         _mlx_result = mlx.core.log10(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('log10') from _mlx_error
+        raise _b.mlx_failed('log10') from _mlx_error
 
 
 def aten_log1p(*, self):
@@ -293,7 +293,7 @@ def aten_log1p(*, self):
         _mlx_result = mlx.core.log1p(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('log1p') from _mlx_error
+        raise _b.mlx_failed('log1p') from _mlx_error
 
 
 def aten_log2(*, self):
@@ -305,7 +305,7 @@ def aten_log2(*, self):
         _mlx_result = mlx.core.log2(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('log2') from _mlx_error
+        raise _b.mlx_failed('log2') from _mlx_error
 
 
 def aten_sqrt(*, self):
@@ -317,7 +317,7 @@ def aten_sqrt(*, self):
         _mlx_result = mlx.core.sqrt(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('sqrt') from _mlx_error
+        raise _b.mlx_failed('sqrt') from _mlx_error
 
 
 def aten_rsqrt(*, self):
@@ -329,7 +329,7 @@ def aten_rsqrt(*, self):
         _mlx_result = mlx.core.rsqrt(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('rsqrt') from _mlx_error
+        raise _b.mlx_failed('rsqrt') from _mlx_error
 
 
 def aten_reciprocal(*, self):
@@ -341,7 +341,7 @@ def aten_reciprocal(*, self):
         _mlx_result = mlx.core.reciprocal(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('reciprocal') from _mlx_error
+        raise _b.mlx_failed('reciprocal') from _mlx_error
 
 
 def aten_sigmoid(*, self):
@@ -353,7 +353,7 @@ def aten_sigmoid(*, self):
         _mlx_result = mlx.core.sigmoid(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('sigmoid') from _mlx_error
+        raise _b.mlx_failed('sigmoid') from _mlx_error
 
 
 def aten_sign(*, self):
@@ -365,7 +365,7 @@ def aten_sign(*, self):
         _mlx_result = mlx.core.sign(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('sign') from _mlx_error
+        raise _b.mlx_failed('sign') from _mlx_error
 
 
 def aten_erf(*, self):
@@ -377,7 +377,7 @@ def aten_erf(*, self):
         _mlx_result = mlx.core.erf(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('erf') from _mlx_error
+        raise _b.mlx_failed('erf') from _mlx_error
 
 
 def aten_erfinv(*, self):
@@ -389,7 +389,7 @@ def aten_erfinv(*, self):
         _mlx_result = mlx.core.erfinv(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('erfinv') from _mlx_error
+        raise _b.mlx_failed('erfinv') from _mlx_error
 
 
 def aten_deg2rad(*, self):
@@ -401,7 +401,7 @@ def aten_deg2rad(*, self):
         _mlx_result = mlx.core.radians(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('deg2rad') from _mlx_error
+        raise _b.mlx_failed('deg2rad') from _mlx_error
 
 
 def aten_rad2deg(*, self):
@@ -413,7 +413,7 @@ def aten_rad2deg(*, self):
         _mlx_result = mlx.core.degrees(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('rad2deg') from _mlx_error
+        raise _b.mlx_failed('rad2deg') from _mlx_error
 
 
 def aten_nan_to_num(*, self, nan=None, posinf=None, neginf=None):
@@ -428,7 +428,7 @@ def aten_nan_to_num(*, self, nan=None, posinf=None, neginf=None):
         _mlx_result = mlx.core.nan_to_num(_x_self, nan=_x_nan, posinf=_x_posinf, neginf=_x_neginf)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('nan_to_num') from _mlx_error
+        raise _b.mlx_failed('nan_to_num') from _mlx_error
 
 
 def aten_clamp(*, self, min=None, max=None):
@@ -442,7 +442,7 @@ def aten_clamp(*, self, min=None, max=None):
         _mlx_result = mlx.core.clip(_x_self, a_min=_x_min, a_max=_x_max)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('clamp') from _mlx_error
+        raise _b.mlx_failed('clamp') from _mlx_error
 
 
 def aten_clamp_min(*, self, min):
@@ -455,7 +455,7 @@ def aten_clamp_min(*, self, min):
         _mlx_result = mlx.core.maximum(_x_self, _x_min)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('clamp_min') from _mlx_error
+        raise _b.mlx_failed('clamp_min') from _mlx_error
 
 
 def aten_clamp_max(*, self, max):
@@ -468,7 +468,7 @@ def aten_clamp_max(*, self, max):
         _mlx_result = mlx.core.minimum(_x_self, _x_max)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('clamp_max') from _mlx_error
+        raise _b.mlx_failed('clamp_max') from _mlx_error
 
 
 def aten_logical_not(*, self):
@@ -480,7 +480,7 @@ def aten_logical_not(*, self):
         _mlx_result = mlx.core.logical_not(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('logical_not') from _mlx_error
+        raise _b.mlx_failed('logical_not') from _mlx_error
 
 
 def aten_bitwise_not(*, self):
@@ -492,7 +492,7 @@ def aten_bitwise_not(*, self):
         _mlx_result = mlx.core.bitwise_invert(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('bitwise_not') from _mlx_error
+        raise _b.mlx_failed('bitwise_not') from _mlx_error
 
 
 def aten_isnan(*, self):
@@ -504,7 +504,7 @@ def aten_isnan(*, self):
         _mlx_result = mlx.core.isnan(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('isnan') from _mlx_error
+        raise _b.mlx_failed('isnan') from _mlx_error
 
 
 def aten_isinf(*, self):
@@ -516,7 +516,7 @@ def aten_isinf(*, self):
         _mlx_result = mlx.core.isinf(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('isinf') from _mlx_error
+        raise _b.mlx_failed('isinf') from _mlx_error
 
 
 def aten_isposinf(*, self):
@@ -528,7 +528,7 @@ def aten_isposinf(*, self):
         _mlx_result = mlx.core.isposinf(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('isposinf') from _mlx_error
+        raise _b.mlx_failed('isposinf') from _mlx_error
 
 
 def aten_isneginf(*, self):
@@ -540,7 +540,7 @@ def aten_isneginf(*, self):
         _mlx_result = mlx.core.isneginf(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('isneginf') from _mlx_error
+        raise _b.mlx_failed('isneginf') from _mlx_error
 
 
 def aten_relu(*, self):
@@ -552,13 +552,13 @@ def aten_relu(*, self):
         _mlx_result = mlx.nn.relu(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('relu') from _mlx_error
+        raise _b.mlx_failed('relu') from _mlx_error
 
 
 def aten_gelu(*, self, approximate='none'):
     """``aten::gelu`` on ``mlx.nn.gelu``."""
     if approximate != 'none':
-        raise _b.refused('gelu', 'approximate')
+        raise _b.untranslatable('gelu', 'approximate')
     _b.check_dtype('gelu', self, ('float',))
     _mlx_device = _b.device_of(self)
     _x_self = _b.arg(self)
@@ -566,15 +566,15 @@ def aten_gelu(*, self, approximate='none'):
         _mlx_result = mlx.nn.gelu(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('gelu') from _mlx_error
+        raise _b.mlx_failed('gelu') from _mlx_error
 
 
 def aten_elu(*, self, alpha=1, scale=1, input_scale=1):
     """``aten::elu`` on ``mlx.nn.elu``."""
     if scale != 1:
-        raise _b.refused('elu', 'scale')
+        raise _b.untranslatable('elu', 'scale')
     if input_scale != 1:
-        raise _b.refused('elu', 'input_scale')
+        raise _b.untranslatable('elu', 'input_scale')
     _b.check_dtype('elu', self, ('float',))
     _mlx_device = _b.device_of(self, alpha)
     _x_self = _b.arg(self)
@@ -583,7 +583,7 @@ def aten_elu(*, self, alpha=1, scale=1, input_scale=1):
         _mlx_result = mlx.nn.elu(_x_self, alpha=_x_alpha)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('elu') from _mlx_error
+        raise _b.mlx_failed('elu') from _mlx_error
 
 
 def aten_celu(*, self, alpha=1.0):
@@ -596,7 +596,7 @@ def aten_celu(*, self, alpha=1.0):
         _mlx_result = mlx.nn.celu(_x_self, alpha=_x_alpha)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('celu') from _mlx_error
+        raise _b.mlx_failed('celu') from _mlx_error
 
 
 def aten_leaky_relu(*, self, negative_slope=0.01):
@@ -609,7 +609,7 @@ def aten_leaky_relu(*, self, negative_slope=0.01):
         _mlx_result = mlx.nn.leaky_relu(_x_self, negative_slope=_x_negative_slope)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('leaky_relu') from _mlx_error
+        raise _b.mlx_failed('leaky_relu') from _mlx_error
 
 
 def aten_hardtanh(*, self, min_val=-1, max_val=1):
@@ -623,7 +623,7 @@ def aten_hardtanh(*, self, min_val=-1, max_val=1):
         _mlx_result = mlx.nn.hard_tanh(_x_self, min_val=_x_min_val, max_val=_x_max_val)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('hardtanh') from _mlx_error
+        raise _b.mlx_failed('hardtanh') from _mlx_error
 
 
 def aten_hardswish(*, self):
@@ -635,7 +635,7 @@ def aten_hardswish(*, self):
         _mlx_result = mlx.nn.hardswish(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('hardswish') from _mlx_error
+        raise _b.mlx_failed('hardswish') from _mlx_error
 
 
 def aten_hardshrink(*, self, lambd=0.5):
@@ -648,7 +648,7 @@ def aten_hardshrink(*, self, lambd=0.5):
         _mlx_result = mlx.nn.hard_shrink(_x_self, lambd=_x_lambd)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('hardshrink') from _mlx_error
+        raise _b.mlx_failed('hardshrink') from _mlx_error
 
 
 def aten_softshrink(*, self, lambd=0.5):
@@ -661,7 +661,7 @@ def aten_softshrink(*, self, lambd=0.5):
         _mlx_result = mlx.nn.softshrink(_x_self, lambd=_x_lambd)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('softshrink') from _mlx_error
+        raise _b.mlx_failed('softshrink') from _mlx_error
 
 
 def aten_silu(*, self):
@@ -673,7 +673,7 @@ def aten_silu(*, self):
         _mlx_result = mlx.nn.silu(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('silu') from _mlx_error
+        raise _b.mlx_failed('silu') from _mlx_error
 
 
 def aten_mish(*, self):
@@ -685,7 +685,7 @@ def aten_mish(*, self):
         _mlx_result = mlx.nn.mish(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('mish') from _mlx_error
+        raise _b.mlx_failed('mish') from _mlx_error
 
 
 def aten_glu(*, self, dim=-1):
@@ -698,7 +698,7 @@ def aten_glu(*, self, dim=-1):
         _mlx_result = mlx.nn.glu(_x_self, axis=_x_dim)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('glu') from _mlx_error
+        raise _b.mlx_failed('glu') from _mlx_error
 
 
 def aten__softmax(*, self, dim, half_to_float):
@@ -712,7 +712,7 @@ def aten__softmax(*, self, dim, half_to_float):
         _mlx_result = mlx.core.softmax(_x_self, axis=_x_dim, precise=True)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('_softmax') from _mlx_error
+        raise _b.mlx_failed('_softmax') from _mlx_error
 
 
 def aten__log_softmax(*, self, dim, half_to_float):
@@ -726,13 +726,13 @@ def aten__log_softmax(*, self, dim, half_to_float):
         _mlx_result = mlx.nn.log_softmax(_x_self, axis=_x_dim)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('_log_softmax') from _mlx_error
+        raise _b.mlx_failed('_log_softmax') from _mlx_error
 
 
 def aten_add(*, self, other, alpha=1):
     """``aten::add`` on ``mlx.core.add``."""
     if alpha != 1:
-        raise _b.refused('add', 'alpha')
+        raise _b.untranslatable('add', 'alpha')
     _b.check_dtype('add', self, ('float', 'int'))
     _mlx_device = _b.device_of(self, other)
     _mlx_common = torch.result_type(self, other)
@@ -742,13 +742,13 @@ def aten_add(*, self, other, alpha=1):
         _mlx_result = mlx.core.add(_x_self, _x_other)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('add') from _mlx_error
+        raise _b.mlx_failed('add') from _mlx_error
 
 
 def aten_sub(*, self, other, alpha=1):
     """``aten::sub`` on ``mlx.core.subtract``."""
     if alpha != 1:
-        raise _b.refused('sub', 'alpha')
+        raise _b.untranslatable('sub', 'alpha')
     _b.check_dtype('sub', self, ('float', 'int'))
     _mlx_device = _b.device_of(self, other)
     _mlx_common = torch.result_type(self, other)
@@ -758,7 +758,7 @@ def aten_sub(*, self, other, alpha=1):
         _mlx_result = mlx.core.subtract(_x_self, _x_other)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('sub') from _mlx_error
+        raise _b.mlx_failed('sub') from _mlx_error
 
 
 def aten_mul(*, self, other):
@@ -772,7 +772,7 @@ def aten_mul(*, self, other):
         _mlx_result = mlx.core.multiply(_x_self, _x_other)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('mul') from _mlx_error
+        raise _b.mlx_failed('mul') from _mlx_error
 
 
 def aten_floor_divide(*, self, other):
@@ -787,7 +787,7 @@ def aten_floor_divide(*, self, other):
         _mlx_result = mlx.core.floor_divide(_x_self, _x_other)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('floor_divide') from _mlx_error
+        raise _b.mlx_failed('floor_divide') from _mlx_error
 
 
 def aten_remainder(*, self, other):
@@ -804,7 +804,7 @@ def aten_remainder(*, self, other):
         _mlx_result = mlx.core.remainder(_x_self, _x_other)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('remainder') from _mlx_error
+        raise _b.mlx_failed('remainder') from _mlx_error
 
 
 def aten_atan2(*, self, other):
@@ -818,7 +818,7 @@ def aten_atan2(*, self, other):
         _mlx_result = mlx.core.arctan2(_x_self, _x_other)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('atan2') from _mlx_error
+        raise _b.mlx_failed('atan2') from _mlx_error
 
 
 def aten_div(*, self, other):
@@ -832,7 +832,7 @@ def aten_div(*, self, other):
         _mlx_result = mlx.core.divide(_x_self, _x_other)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('div') from _mlx_error
+        raise _b.mlx_failed('div') from _mlx_error
 
 
 def aten_pow(*, self, exponent):
@@ -846,7 +846,7 @@ def aten_pow(*, self, exponent):
         _mlx_result = mlx.core.power(_x_self, _x_exponent)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('pow') from _mlx_error
+        raise _b.mlx_failed('pow') from _mlx_error
 
 
 def aten_maximum(*, self, other):
@@ -860,7 +860,7 @@ def aten_maximum(*, self, other):
         _mlx_result = mlx.core.maximum(_x_self, _x_other)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('maximum') from _mlx_error
+        raise _b.mlx_failed('maximum') from _mlx_error
 
 
 def aten_minimum(*, self, other):
@@ -874,7 +874,7 @@ def aten_minimum(*, self, other):
         _mlx_result = mlx.core.minimum(_x_self, _x_other)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('minimum') from _mlx_error
+        raise _b.mlx_failed('minimum') from _mlx_error
 
 
 def aten_logaddexp(*, self, other):
@@ -888,7 +888,7 @@ def aten_logaddexp(*, self, other):
         _mlx_result = mlx.core.logaddexp(_x_self, _x_other)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('logaddexp') from _mlx_error
+        raise _b.mlx_failed('logaddexp') from _mlx_error
 
 
 def aten_eq(*, self, other):
@@ -902,7 +902,7 @@ def aten_eq(*, self, other):
         _mlx_result = mlx.core.equal(_x_self, _x_other)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('eq') from _mlx_error
+        raise _b.mlx_failed('eq') from _mlx_error
 
 
 def aten_ne(*, self, other):
@@ -916,7 +916,7 @@ def aten_ne(*, self, other):
         _mlx_result = mlx.core.not_equal(_x_self, _x_other)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('ne') from _mlx_error
+        raise _b.mlx_failed('ne') from _mlx_error
 
 
 def aten_gt(*, self, other):
@@ -930,7 +930,7 @@ def aten_gt(*, self, other):
         _mlx_result = mlx.core.greater(_x_self, _x_other)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('gt') from _mlx_error
+        raise _b.mlx_failed('gt') from _mlx_error
 
 
 def aten_ge(*, self, other):
@@ -944,7 +944,7 @@ def aten_ge(*, self, other):
         _mlx_result = mlx.core.greater_equal(_x_self, _x_other)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('ge') from _mlx_error
+        raise _b.mlx_failed('ge') from _mlx_error
 
 
 def aten_lt(*, self, other):
@@ -958,7 +958,7 @@ def aten_lt(*, self, other):
         _mlx_result = mlx.core.less(_x_self, _x_other)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('lt') from _mlx_error
+        raise _b.mlx_failed('lt') from _mlx_error
 
 
 def aten_le(*, self, other):
@@ -972,7 +972,7 @@ def aten_le(*, self, other):
         _mlx_result = mlx.core.less_equal(_x_self, _x_other)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('le') from _mlx_error
+        raise _b.mlx_failed('le') from _mlx_error
 
 
 def aten_logical_and(*, self, other):
@@ -986,7 +986,7 @@ def aten_logical_and(*, self, other):
         _mlx_result = mlx.core.logical_and(_x_self, _x_other)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('logical_and') from _mlx_error
+        raise _b.mlx_failed('logical_and') from _mlx_error
 
 
 def aten_logical_or(*, self, other):
@@ -1000,7 +1000,7 @@ def aten_logical_or(*, self, other):
         _mlx_result = mlx.core.logical_or(_x_self, _x_other)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('logical_or') from _mlx_error
+        raise _b.mlx_failed('logical_or') from _mlx_error
 
 
 def aten_logical_xor(*, self, other):
@@ -1014,7 +1014,7 @@ def aten_logical_xor(*, self, other):
         _mlx_result = mlx.core.logical_xor(_x_self, _x_other)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('logical_xor') from _mlx_error
+        raise _b.mlx_failed('logical_xor') from _mlx_error
 
 
 def aten_bitwise_and(*, self, other):
@@ -1028,7 +1028,7 @@ def aten_bitwise_and(*, self, other):
         _mlx_result = mlx.core.bitwise_and(_x_self, _x_other)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('bitwise_and') from _mlx_error
+        raise _b.mlx_failed('bitwise_and') from _mlx_error
 
 
 def aten_bitwise_or(*, self, other):
@@ -1042,7 +1042,7 @@ def aten_bitwise_or(*, self, other):
         _mlx_result = mlx.core.bitwise_or(_x_self, _x_other)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('bitwise_or') from _mlx_error
+        raise _b.mlx_failed('bitwise_or') from _mlx_error
 
 
 def aten_bitwise_xor(*, self, other):
@@ -1056,7 +1056,7 @@ def aten_bitwise_xor(*, self, other):
         _mlx_result = mlx.core.bitwise_xor(_x_self, _x_other)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('bitwise_xor') from _mlx_error
+        raise _b.mlx_failed('bitwise_xor') from _mlx_error
 
 
 def aten_sum(*, self, dtype=None, dim=None, keepdim=False):
@@ -1072,7 +1072,7 @@ def aten_sum(*, self, dtype=None, dim=None, keepdim=False):
         _mlx_result = mlx.core.sum(_x_self, axis=_x_dim, keepdims=_x_keepdim)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('sum') from _mlx_error
+        raise _b.mlx_failed('sum') from _mlx_error
 
 
 def aten_prod(*, self, dtype=None, dim=None, keepdim=False):
@@ -1088,7 +1088,7 @@ def aten_prod(*, self, dtype=None, dim=None, keepdim=False):
         _mlx_result = mlx.core.prod(_x_self, axis=_x_dim, keepdims=_x_keepdim)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('prod') from _mlx_error
+        raise _b.mlx_failed('prod') from _mlx_error
 
 
 def aten_mean(*, self, dtype=None, dim=None, keepdim=False):
@@ -1104,7 +1104,7 @@ def aten_mean(*, self, dtype=None, dim=None, keepdim=False):
         _mlx_result = mlx.core.mean(_x_self, axis=_x_dim, keepdims=_x_keepdim)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('mean') from _mlx_error
+        raise _b.mlx_failed('mean') from _mlx_error
 
 
 def aten_amax(*, self, dim=(), keepdim=False):
@@ -1118,7 +1118,7 @@ def aten_amax(*, self, dim=(), keepdim=False):
         _mlx_result = mlx.core.max(_x_self, axis=_x_dim, keepdims=_x_keepdim)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('amax') from _mlx_error
+        raise _b.mlx_failed('amax') from _mlx_error
 
 
 def aten_amin(*, self, dim=(), keepdim=False):
@@ -1132,7 +1132,7 @@ def aten_amin(*, self, dim=(), keepdim=False):
         _mlx_result = mlx.core.min(_x_self, axis=_x_dim, keepdims=_x_keepdim)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('amin') from _mlx_error
+        raise _b.mlx_failed('amin') from _mlx_error
 
 
 def aten_max_default(*, self):
@@ -1144,7 +1144,7 @@ def aten_max_default(*, self):
         _mlx_result = mlx.core.max(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('max.default') from _mlx_error
+        raise _b.mlx_failed('max.default') from _mlx_error
 
 
 def aten_max_dim(*, self, dim, keepdim=False):
@@ -1159,7 +1159,7 @@ def aten_max_dim(*, self, dim, keepdim=False):
         _mlx_also = mlx.core.argmax(_x_self, axis=_x_dim, keepdims=_x_keepdim)
         return (_b.to_torch(_mlx_result, _mlx_device), _b.to_torch(_mlx_also, _mlx_device))
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('max.dim') from _mlx_error
+        raise _b.mlx_failed('max.dim') from _mlx_error
 
 
 def aten_min_default(*, self):
@@ -1171,7 +1171,7 @@ def aten_min_default(*, self):
         _mlx_result = mlx.core.min(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('min.default') from _mlx_error
+        raise _b.mlx_failed('min.default') from _mlx_error
 
 
 def aten_min_dim(*, self, dim, keepdim=False):
@@ -1186,7 +1186,7 @@ def aten_min_dim(*, self, dim, keepdim=False):
         _mlx_also = mlx.core.argmin(_x_self, axis=_x_dim, keepdims=_x_keepdim)
         return (_b.to_torch(_mlx_result, _mlx_device), _b.to_torch(_mlx_also, _mlx_device))
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('min.dim') from _mlx_error
+        raise _b.mlx_failed('min.dim') from _mlx_error
 
 
 def aten_argmax(*, self, dim=None, keepdim=False):
@@ -1200,7 +1200,7 @@ def aten_argmax(*, self, dim=None, keepdim=False):
         _mlx_result = mlx.core.argmax(_x_self, axis=_x_dim, keepdims=_x_keepdim)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('argmax') from _mlx_error
+        raise _b.mlx_failed('argmax') from _mlx_error
 
 
 def aten_argmin(*, self, dim=None, keepdim=False):
@@ -1214,7 +1214,7 @@ def aten_argmin(*, self, dim=None, keepdim=False):
         _mlx_result = mlx.core.argmin(_x_self, axis=_x_dim, keepdims=_x_keepdim)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('argmin') from _mlx_error
+        raise _b.mlx_failed('argmin') from _mlx_error
 
 
 def aten_all(*, self, dim=None, keepdim=False):
@@ -1228,7 +1228,7 @@ def aten_all(*, self, dim=None, keepdim=False):
         _mlx_result = mlx.core.all(_x_self, axis=_x_dim, keepdims=_x_keepdim)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('all') from _mlx_error
+        raise _b.mlx_failed('all') from _mlx_error
 
 
 def aten_any(*, self, dim=None, keepdim=False):
@@ -1242,7 +1242,7 @@ def aten_any(*, self, dim=None, keepdim=False):
         _mlx_result = mlx.core.any(_x_self, axis=_x_dim, keepdims=_x_keepdim)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('any') from _mlx_error
+        raise _b.mlx_failed('any') from _mlx_error
 
 
 def aten_logsumexp(*, self, dim, keepdim=False):
@@ -1257,7 +1257,7 @@ def aten_logsumexp(*, self, dim, keepdim=False):
         _mlx_result = mlx.core.logsumexp(_x_self, axis=_x_dim, keepdims=_x_keepdim)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('logsumexp') from _mlx_error
+        raise _b.mlx_failed('logsumexp') from _mlx_error
 
 
 def aten_std_correction(*, self, dim=None, correction=None, keepdim=False):
@@ -1273,7 +1273,7 @@ def aten_std_correction(*, self, dim=None, correction=None, keepdim=False):
         _mlx_result = mlx.core.std(_x_self, axis=_x_dim, ddof=_x_correction, keepdims=_x_keepdim)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('std.correction') from _mlx_error
+        raise _b.mlx_failed('std.correction') from _mlx_error
 
 
 def aten_var_correction(*, self, dim=None, correction=None, keepdim=False):
@@ -1289,7 +1289,7 @@ def aten_var_correction(*, self, dim=None, correction=None, keepdim=False):
         _mlx_result = mlx.core.var(_x_self, axis=_x_dim, ddof=_x_correction, keepdims=_x_keepdim)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('var.correction') from _mlx_error
+        raise _b.mlx_failed('var.correction') from _mlx_error
 
 
 def aten_std_mean_correction(*, self, dim=None, correction=None, keepdim=False):
@@ -1306,7 +1306,7 @@ def aten_std_mean_correction(*, self, dim=None, correction=None, keepdim=False):
         _mlx_also = mlx.core.mean(_x_self, axis=_x_dim, keepdims=_x_keepdim)
         return (_b.to_torch(_mlx_result, _mlx_device), _b.to_torch(_mlx_also, _mlx_device))
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('std_mean.correction') from _mlx_error
+        raise _b.mlx_failed('std_mean.correction') from _mlx_error
 
 
 def aten_var_mean_correction(*, self, dim=None, correction=None, keepdim=False):
@@ -1323,7 +1323,7 @@ def aten_var_mean_correction(*, self, dim=None, correction=None, keepdim=False):
         _mlx_also = mlx.core.mean(_x_self, axis=_x_dim, keepdims=_x_keepdim)
         return (_b.to_torch(_mlx_result, _mlx_device), _b.to_torch(_mlx_also, _mlx_device))
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('var_mean.correction') from _mlx_error
+        raise _b.mlx_failed('var_mean.correction') from _mlx_error
 
 
 def aten_count_nonzero(*, self, dim=None):
@@ -1336,7 +1336,7 @@ def aten_count_nonzero(*, self, dim=None):
         _mlx_result = mlx.core.count_nonzero(_x_self, axis=_x_dim)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('count_nonzero') from _mlx_error
+        raise _b.mlx_failed('count_nonzero') from _mlx_error
 
 
 def aten_cumsum(*, self, dim, dtype=None):
@@ -1350,7 +1350,7 @@ def aten_cumsum(*, self, dim, dtype=None):
         _mlx_result = mlx.core.cumsum(_x_self, axis=_x_dim)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('cumsum') from _mlx_error
+        raise _b.mlx_failed('cumsum') from _mlx_error
 
 
 def aten_cumprod(*, self, dim, dtype=None):
@@ -1364,7 +1364,7 @@ def aten_cumprod(*, self, dim, dtype=None):
         _mlx_result = mlx.core.cumprod(_x_self, axis=_x_dim)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('cumprod') from _mlx_error
+        raise _b.mlx_failed('cumprod') from _mlx_error
 
 
 def aten_logcumsumexp(*, self, dim):
@@ -1378,7 +1378,7 @@ def aten_logcumsumexp(*, self, dim):
         _mlx_result = mlx.core.logcumsumexp(_x_self, axis=_x_dim)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('logcumsumexp') from _mlx_error
+        raise _b.mlx_failed('logcumsumexp') from _mlx_error
 
 
 def aten_trace(*, self):
@@ -1391,7 +1391,7 @@ def aten_trace(*, self):
         _mlx_result = mlx.core.trace(_x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('trace') from _mlx_error
+        raise _b.mlx_failed('trace') from _mlx_error
 
 
 def aten_linalg_vector_norm(*, self, ord=2, dim=None, keepdim=False, dtype=None):
@@ -1407,7 +1407,7 @@ def aten_linalg_vector_norm(*, self, ord=2, dim=None, keepdim=False, dtype=None)
         _mlx_result = mlx.core.linalg.norm(_x_self, ord=_x_ord, axis=_x_dim, keepdims=_x_keepdim)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('linalg_vector_norm') from _mlx_error
+        raise _b.mlx_failed('linalg_vector_norm') from _mlx_error
 
 
 def aten_mm(*, self, mat2):
@@ -1420,7 +1420,7 @@ def aten_mm(*, self, mat2):
         _mlx_result = mlx.core.matmul(_x_self, _x_mat2)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('mm') from _mlx_error
+        raise _b.mlx_failed('mm') from _mlx_error
 
 
 def aten_bmm(*, self, mat2):
@@ -1433,7 +1433,7 @@ def aten_bmm(*, self, mat2):
         _mlx_result = mlx.core.matmul(_x_self, _x_mat2)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('bmm') from _mlx_error
+        raise _b.mlx_failed('bmm') from _mlx_error
 
 
 def aten_mv(*, self, vec):
@@ -1446,7 +1446,7 @@ def aten_mv(*, self, vec):
         _mlx_result = mlx.core.matmul(_x_self, _x_vec)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('mv') from _mlx_error
+        raise _b.mlx_failed('mv') from _mlx_error
 
 
 def aten_dot(*, self, tensor):
@@ -1459,7 +1459,7 @@ def aten_dot(*, self, tensor):
         _mlx_result = mlx.core.inner(_x_self, _x_tensor)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('dot') from _mlx_error
+        raise _b.mlx_failed('dot') from _mlx_error
 
 
 def aten_addmm(*, self, mat1, mat2, beta=1, alpha=1):
@@ -1475,7 +1475,7 @@ def aten_addmm(*, self, mat1, mat2, beta=1, alpha=1):
         _mlx_result = mlx.core.addmm(_x_self, _x_mat1, _x_mat2, beta=_x_beta, alpha=_x_alpha)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('addmm') from _mlx_error
+        raise _b.mlx_failed('addmm') from _mlx_error
 
 
 def aten_baddbmm(*, self, batch1, batch2, beta=1, alpha=1):
@@ -1491,7 +1491,7 @@ def aten_baddbmm(*, self, batch1, batch2, beta=1, alpha=1):
         _mlx_result = mlx.core.addmm(_x_self, _x_batch1, _x_batch2, beta=_x_beta, alpha=_x_alpha)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('baddbmm') from _mlx_error
+        raise _b.mlx_failed('baddbmm') from _mlx_error
 
 
 def aten_linalg_cross(*, self, other, dim=-1):
@@ -1505,7 +1505,7 @@ def aten_linalg_cross(*, self, other, dim=-1):
         _mlx_result = mlx.core.linalg.cross(_x_self, _x_other, axis=_x_dim)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('linalg_cross') from _mlx_error
+        raise _b.mlx_failed('linalg_cross') from _mlx_error
 
 
 def aten_cat(*, tensors, dim=0):
@@ -1518,7 +1518,7 @@ def aten_cat(*, tensors, dim=0):
         _mlx_result = mlx.core.concatenate(_x_tensors, axis=_x_dim)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('cat') from _mlx_error
+        raise _b.mlx_failed('cat') from _mlx_error
 
 
 def aten_stack(*, tensors, dim=0):
@@ -1531,7 +1531,7 @@ def aten_stack(*, tensors, dim=0):
         _mlx_result = mlx.core.stack(_x_tensors, axis=_x_dim)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('stack') from _mlx_error
+        raise _b.mlx_failed('stack') from _mlx_error
 
 
 def aten_flip(*, self, dims):
@@ -1544,7 +1544,7 @@ def aten_flip(*, self, dims):
         _mlx_result = mlx.core.flip(_x_self, axis=_x_dims)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('flip') from _mlx_error
+        raise _b.mlx_failed('flip') from _mlx_error
 
 
 def aten_roll(*, self, shifts, dims=()):
@@ -1558,7 +1558,7 @@ def aten_roll(*, self, shifts, dims=()):
         _mlx_result = mlx.core.roll(_x_self, _x_shifts, _x_dims)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('roll') from _mlx_error
+        raise _b.mlx_failed('roll') from _mlx_error
 
 
 def aten_repeat(*, self, repeats):
@@ -1571,7 +1571,7 @@ def aten_repeat(*, self, repeats):
         _mlx_result = mlx.core.tile(_x_self, _x_repeats)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('repeat') from _mlx_error
+        raise _b.mlx_failed('repeat') from _mlx_error
 
 
 def aten_tril(*, self, diagonal=0):
@@ -1584,7 +1584,7 @@ def aten_tril(*, self, diagonal=0):
         _mlx_result = mlx.core.tril(_x_self, k=_x_diagonal)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('tril') from _mlx_error
+        raise _b.mlx_failed('tril') from _mlx_error
 
 
 def aten_triu(*, self, diagonal=0):
@@ -1597,7 +1597,7 @@ def aten_triu(*, self, diagonal=0):
         _mlx_result = mlx.core.triu(_x_self, k=_x_diagonal)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('triu') from _mlx_error
+        raise _b.mlx_failed('triu') from _mlx_error
 
 
 def aten_take(*, self, index):
@@ -1611,7 +1611,7 @@ def aten_take(*, self, index):
         _mlx_result = mlx.core.take(_x_self, indices=_x_index)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('take') from _mlx_error
+        raise _b.mlx_failed('take') from _mlx_error
 
 
 def aten_index_select(*, self, dim, index):
@@ -1626,7 +1626,7 @@ def aten_index_select(*, self, dim, index):
         _mlx_result = mlx.core.take(_x_self, indices=_x_index, axis=_x_dim)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('index_select') from _mlx_error
+        raise _b.mlx_failed('index_select') from _mlx_error
 
 
 def aten_embedding(*, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
@@ -1640,7 +1640,7 @@ def aten_embedding(*, weight, indices, padding_idx=-1, scale_grad_by_freq=False,
         _mlx_result = mlx.core.take(_x_weight, indices=_x_indices, axis=0)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('embedding') from _mlx_error
+        raise _b.mlx_failed('embedding') from _mlx_error
 
 
 def aten_where_self(*, condition, self, other):
@@ -1655,7 +1655,7 @@ def aten_where_self(*, condition, self, other):
         _mlx_result = mlx.core.where(_x_condition, _x_self, _x_other)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('where.self') from _mlx_error
+        raise _b.mlx_failed('where.self') from _mlx_error
 
 
 def aten_masked_fill(*, self, mask, value):
@@ -1671,19 +1671,19 @@ def aten_masked_fill(*, self, mask, value):
         _mlx_result = mlx.core.where(_x_mask, _x_value, _x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('masked_fill') from _mlx_error
+        raise _b.mlx_failed('masked_fill') from _mlx_error
 
 
 def aten_searchsorted(*, sorted_sequence, self, out_int32=False, right=False, side=None, sorter=None):
     """``aten::searchsorted`` on ``mlx.core.searchsorted``."""
     if out_int32 is not False:
-        raise _b.refused('searchsorted', 'out_int32')
+        raise _b.untranslatable('searchsorted', 'out_int32')
     if right is not False:
-        raise _b.refused('searchsorted', 'right')
+        raise _b.untranslatable('searchsorted', 'right')
     if side is not None:
-        raise _b.refused('searchsorted', 'side')
+        raise _b.untranslatable('searchsorted', 'side')
     if sorter is not None:
-        raise _b.refused('searchsorted', 'sorter')
+        raise _b.untranslatable('searchsorted', 'sorter')
     _b.check_dtype('searchsorted', sorted_sequence, ('float', 'int'))
     _mlx_device = _b.device_of(sorted_sequence, self)
     _x_sorted_sequence = _b.arg(sorted_sequence)
@@ -1692,15 +1692,15 @@ def aten_searchsorted(*, sorted_sequence, self, out_int32=False, right=False, si
         _mlx_result = mlx.core.searchsorted(_x_sorted_sequence, _x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('searchsorted') from _mlx_error
+        raise _b.mlx_failed('searchsorted') from _mlx_error
 
 
 def aten_bucketize(*, self, boundaries, out_int32=False, right=False):
     """``aten::bucketize`` on ``mlx.core.searchsorted``."""
     if out_int32 is not False:
-        raise _b.refused('bucketize', 'out_int32')
+        raise _b.untranslatable('bucketize', 'out_int32')
     if right is not False:
-        raise _b.refused('bucketize', 'right')
+        raise _b.untranslatable('bucketize', 'right')
     _b.check_dtype('bucketize', self, ('float', 'int'))
     _mlx_device = _b.device_of(self, boundaries)
     _x_self = _b.arg(self)
@@ -1709,7 +1709,7 @@ def aten_bucketize(*, self, boundaries, out_int32=False, right=False):
         _mlx_result = mlx.core.searchsorted(_x_boundaries, _x_self)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('bucketize') from _mlx_error
+        raise _b.mlx_failed('bucketize') from _mlx_error
 
 
 def aten_mse_loss(*, self, target, reduction=1):
@@ -1723,7 +1723,7 @@ def aten_mse_loss(*, self, target, reduction=1):
         _mlx_result = mlx.nn.losses.mse_loss(_x_self, _x_target, reduction=_x_reduction)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('mse_loss') from _mlx_error
+        raise _b.mlx_failed('mse_loss') from _mlx_error
 
 
 def aten_smooth_l1_loss(*, self, target, reduction=1, beta=1.0):
@@ -1738,7 +1738,7 @@ def aten_smooth_l1_loss(*, self, target, reduction=1, beta=1.0):
         _mlx_result = mlx.nn.losses.smooth_l1_loss(_x_self, _x_target, reduction=_x_reduction, beta=_x_beta)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('smooth_l1_loss') from _mlx_error
+        raise _b.mlx_failed('smooth_l1_loss') from _mlx_error
 
 
 def aten_huber_loss(*, self, target, reduction=1, delta=1.0):
@@ -1753,7 +1753,7 @@ def aten_huber_loss(*, self, target, reduction=1, delta=1.0):
         _mlx_result = mlx.nn.losses.huber_loss(_x_self, _x_target, reduction=_x_reduction, delta=_x_delta)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('huber_loss') from _mlx_error
+        raise _b.mlx_failed('huber_loss') from _mlx_error
 
 
 def aten_binary_cross_entropy(*, self, target, weight=None, reduction=1):
@@ -1774,7 +1774,7 @@ def aten_binary_cross_entropy(*, self, target, weight=None, reduction=1):
         )
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('binary_cross_entropy') from _mlx_error
+        raise _b.mlx_failed('binary_cross_entropy') from _mlx_error
 
 
 def aten_cholesky_inverse(*, self, upper=False):
@@ -1788,13 +1788,13 @@ def aten_cholesky_inverse(*, self, upper=False):
         _mlx_result = mlx.core.linalg.cholesky_inv(_x_self, upper=_x_upper, stream=mlx.core.cpu)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('cholesky_inverse') from _mlx_error
+        raise _b.mlx_failed('cholesky_inverse') from _mlx_error
 
 
 def aten_linalg_qr(*, A, mode='reduced'):
     """``aten::linalg_qr`` on ``mlx.core.linalg.qr``."""
     if mode != 'reduced':
-        raise _b.refused('linalg_qr', 'mode')
+        raise _b.untranslatable('linalg_qr', 'mode')
     _b.check_dtype('linalg_qr', A, ('float32',))
     _b.check_nonempty('linalg_qr', A)
     _mlx_device = _b.device_of(A)
@@ -1803,15 +1803,15 @@ def aten_linalg_qr(*, A, mode='reduced'):
         _mlx_result = mlx.core.linalg.qr(_x_A, stream=mlx.core.cpu)
         return tuple(_b.to_torch(_mlx_item, _mlx_device) for _mlx_item in _mlx_result)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('linalg_qr') from _mlx_error
+        raise _b.mlx_failed('linalg_qr') from _mlx_error
 
 
 def aten_linalg_solve_triangular(*, self, B, upper, left=True, unitriangular=False):
     """``aten::linalg_solve_triangular`` on ``mlx.core.linalg.solve_triangular``."""
     if left is not True:
-        raise _b.refused('linalg_solve_triangular', 'left')
+        raise _b.untranslatable('linalg_solve_triangular', 'left')
     if unitriangular is not False:
-        raise _b.refused('linalg_solve_triangular', 'unitriangular')
+        raise _b.untranslatable('linalg_solve_triangular', 'unitriangular')
     _b.check_dtype('linalg_solve_triangular', self, ('float32',))
     _b.check_nonempty('linalg_solve_triangular', self, B)
     _mlx_device = _b.device_of(self, B)
@@ -1822,7 +1822,7 @@ def aten_linalg_solve_triangular(*, self, B, upper, left=True, unitriangular=Fal
         _mlx_result = mlx.core.linalg.solve_triangular(_x_self, _x_B, upper=_x_upper, stream=mlx.core.cpu)
         return _b.to_torch(_mlx_result, _mlx_device)
     except _b.MLX_ERRORS as _mlx_error:
-        raise _b.rejected('linalg_solve_triangular') from _mlx_error
+        raise _b.mlx_failed('linalg_solve_triangular') from _mlx_error
 
 
 SHIMS: dict[str, Callable[..., object]] = {
