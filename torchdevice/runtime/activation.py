@@ -138,6 +138,7 @@ def _activate(state: State) -> None:
     patcher.set(emulation, "_active", r)
     patcher.set(emulation, "_selected", threading.local())  # cuda:0 is current in every thread
     patcher.set(emulation, "_streams", {})  # each installation starts on the default stream
+    patcher.set(emulation, "_memory_fraction", {})  # and with the whole memory: uninstall forgets a fraction
     patch_warning_places(patcher)
     compilers = Compilers(patcher)
     for w in device_wrappers.WRAPPERS:
