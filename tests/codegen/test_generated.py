@@ -45,6 +45,14 @@ def test_generated_package_has_stubs_and_marker(rendered):
     assert {p[:-1] for p in stubs} <= modules
 
 
+def test_every_generated_file_is_marked_generated(rendered):
+    first, _ = rendered
+    unmarked = [p for p, text in first.items() if "@generated" not in text[:500]]
+    assert unmarked == ["torchdevice_generated/py.typed"]  # an empty marker file
+    attributes = (ROOT / ".gitattributes").read_text().splitlines()
+    assert "generated/** linguist-generated=true" in attributes  # review tools collapse their diffs
+
+
 def test_template_error_names_template_and_entry(tmp_path, monkeypatch, planned):
     (tmp_path / "broken.txt.j2").write_text("{% for w in track(plan.wrappers) %}{{ w.no_such_field }}{% endfor %}\n")
     monkeypatch.setattr("codegen.render.TEMPLATES", tmp_path)
