@@ -2,7 +2,7 @@
 catalog, everything each generated file and each per-entry test needs, and the templates only render it.
 
 - :mod:`.policies`: the policy of every entry and why;
-- :mod:`.wrappers`: the device wrappers of the entries routed ``wrap``;
+- :mod:`.wrappers`: the device wrappers of the entries of policy ``wrap``;
 - :mod:`.emulation`: the ``torch.cuda`` emulation table;
 - :mod:`.fallback`: the fallback engine's tables (MPS kernels missing or watched, MLX routes);
 - :mod:`.mlx`: the MLX shims;

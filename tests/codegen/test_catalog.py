@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import torch_api
+import torch_lists
 
 from codegen.load import load
 from codegen.plan import PlanError, plan
@@ -90,7 +90,7 @@ def load_error(tmp_path: Path, **files: str) -> str:
 def test_real_catalog_loads_and_plans(catalog):
     scanned = sum(p.read_text().count("\n- name: ") for p in (ROOT / "catalog" / "scanned").glob("*.yaml"))
     assert len(catalog.entries) == scanned  # every scanned record, counted in the text
-    assert torch_api.aten_overloads() | torch_api.public_names() <= {e.name for e in catalog.entries}
+    assert torch_lists.aten_overloads() | torch_lists.public_names() <= {e.name for e in catalog.entries}
     assert len({e.name for e in catalog.entries}) == len(catalog.entries)
     planned = plan(catalog)
     assert set(planned.policies.by_name) == {e.name for e in catalog.entries}

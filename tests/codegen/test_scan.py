@@ -12,7 +12,7 @@ from typing import Any, cast
 
 import pytest
 import torch
-import torch_api
+import torch_lists
 import yaml
 
 from codegen import scan
@@ -73,8 +73,8 @@ def test_files_carry_the_header(scanned: Path) -> None:
 
 
 def test_scope(records: dict[str, dict[str, Any]]) -> None:
-    assert {n for n, r in records.items() if r["kind"] == "op_overload"} == torch_api.aten_overloads()
-    assert sorted(torch_api.public_names() - records.keys()) == []  # what torch lists as its API, counted apart
+    assert {n for n, r in records.items() if r["kind"] == "op_overload"} == torch_lists.aten_overloads()
+    assert sorted(torch_lists.public_names() - records.keys()) == []  # what torch lists as its API, counted apart
     namespaces = {r["name"].rsplit(".", 1)[0] for r in records.values()}
     expected = [
         "torch", "torch.Tensor", "torch.nn", "torch.nn.Module", "torch.nn.functional", "torch.nn.init",
@@ -145,7 +145,7 @@ def test_cpu_kernels_are_what_the_dispatcher_registered() -> None:
     found = kernels.overloads()
     text = (kernels.PACKAGED / "native_functions.yaml").read_text(encoding="utf-8")
     declared = {(op, overload or "default") for op, overload in re.findall(r"^- func: (\w+)(?:\.(\w+))?\(", text, re.M)}
-    for name in torch_api.aten_overloads():
+    for name in torch_lists.aten_overloads():
         key = cast(tuple[str, str], tuple(aten_key(name).split(".", 1)))
         if key in declared and torch._C._dispatch_has_kernel(dispatcher_name(name)):
             assert found[key].kernels["cpu"] == _dispatcher_cpu_status(dispatcher_name(name)), name
