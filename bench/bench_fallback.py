@@ -121,7 +121,7 @@ def meta_check() -> Iterator[dict[str, Any]]:
         ("mm 256x256", aten.mm.default, (torch.randn(256, 256), torch.randn(256, 256)), "mm"),
     ]
     for label, op, args, key in cases:
-        shim, inputs = SHIMS[key], route.Plan(op).inputs(args, {})
+        shim, inputs = SHIMS[key], route.RoutedOp(op).inputs(args, {})
         remembered = per_call(lambda: validate.expect(op, args, {}), number=5000, repeat=5)  # noqa: B023
         new = per_call(lambda: (validate.known.clear(), validate.expect(op, args, {})),  # noqa: B023
                        number=200, repeat=5)

@@ -18,7 +18,6 @@ import yaml
 
 from codegen import schema
 from codegen.model import (
-    BACKENDS,
     MEASURED,
     Catalog,
     Entry,
@@ -35,6 +34,7 @@ from codegen.overlays.devices import DeviceRule
 from codegen.overlays.mlx import MlxOp
 from codegen.schema import CatalogError
 from codegen.signatures import parse
+from torchdevice.records import BACKENDS, aten_entry, aten_op, is_aten_entry
 from torchdevice.rewrite.rule import RewriteRule
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,7 +44,6 @@ SCANNED_KEYS = ("name", "kind", "module", "signatures", "device_params", "aten",
 PER_ENTRY: dict[str, type] = {"cuda": CudaRule, "devices": DeviceRule}
 """Overlay files mapping torch names to records: stem -> record class, attached as ``Entry.<stem>``."""
 GLOBS = ("devices",)
-OVERLOAD_PREFIX = "torch.ops.aten."
 """Overlays whose keys may be globs (``torch.nn.*``) as well as names."""
 
 
@@ -264,11 +263,11 @@ def load_per_entry(path: Path, cls: type, known: dict[str, Entry],
 
 def load_mlx(path: Path, known: dict[str, Entry]) -> tuple[MlxRecord, ...]:
     """The MLX records, keyed by an aten op (``abs``) or overload (``max.dim``) of the scanned catalog."""
-    ops = {name.removeprefix(OVERLOAD_PREFIX).partition(".")[0] for name in known if name.startswith(OVERLOAD_PREFIX)}
+    ops = {aten_op(name) for name in known if is_aten_entry(name)}
     records: list[MlxRecord] = []
     for key, line, node in _keyed(path, "aten ops"):
         op, _, overload = key.partition(".")
-        if (f"{OVERLOAD_PREFIX}{key}" not in known) if overload else (op not in ops):
+        if (aten_entry(key) not in known) if overload else (op not in ops):
             raise CatalogError(path, line, key, "unknown aten op or overload: not in the scanned catalog")
         records.append(MlxRecord(key, schema.build(MlxOp, node, path, key), line))
     return tuple(records)

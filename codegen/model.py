@@ -15,13 +15,13 @@ from codegen.overlays.cuda import CudaRule
 from codegen.overlays.devices import DeviceRule
 from codegen.overlays.mlx import MlxOp
 from codegen.signatures import Signature
+from torchdevice.records import ATEN_NAMESPACE
 from torchdevice.rewrite.rule import RewriteRule
 
 Kind = Literal["function", "builtin", "class", "method", "property", "attribute", "op_overload"]
 KernelStatus = Literal["native", "composite", "implicit", "missing", "none"]
 Measured = Literal["pass", "fail"]
 
-BACKENDS = ("cpu", "cuda", "mps")
 MEASURED = ("resolves", "cpu", "mlx", "cuda", "mps")
 
 
@@ -64,7 +64,7 @@ class Entry:
     def namespace(self) -> str:
         """Where the entry lives: ``torch.Tensor`` for methods, ``torch.ops.aten`` for every aten overload."""
         if self.kind == "op_overload":
-            return "torch.ops.aten"
+            return ATEN_NAMESPACE
         return self.name.rpartition(".")[0]
 
     @property

@@ -77,7 +77,7 @@ def record(pytest_args: list[str], status_file: Path = STATUS_FILE) -> int:
         return 1
     existing = yaml.safe_load(status_file.read_text()) if status_file.exists() else {}
     status = merge(existing or {}, recorder.results)
-    header = "# Measured by `make status` (the per-entry tests, tests/ops); do not edit.\n"
+    header = "# @generated: measured by `make status` (the per-entry tests, tests/ops); do not edit.\n"
     atomic.write(status_file, header + yaml.safe_dump(status, sort_keys=False, width=1000))
     passed = sum(v == "pass" for v in recorder.results.values())
     print(f"recorded {len(recorder.results)} results ({passed} pass) in {status_file}")

@@ -30,11 +30,14 @@ def vocabulary() -> frozenset[str]:
                      and any(isinstance(d, ast.Name) and d.id in ("word", "builder") for d in node.decorator_list))
 
 
+CudaPolicy = Literal["emulate", "unsupported", "passthrough"]
+
+
 @dataclass(frozen=True)
 class CudaRule:
     """The emulation of one ``torch.cuda`` entry."""
 
-    policy: Literal["emulate", "unsupported", "passthrough"] = "emulate"
+    policy: CudaPolicy = "emulate"
     does: str = ""
     """``emulate``: a word of the emulation vocabulary; the runtime installs what the word builds from
     ``value``."""

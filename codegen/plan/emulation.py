@@ -4,10 +4,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from codegen.model import Catalog, Entry
 from codegen.plan.policies import Policies
+from torchdevice.records import EmulationRow
 
 
 @dataclass(frozen=True)
@@ -26,11 +26,11 @@ class Emulation:
         return self.entry.module, self.entry.path[:-1], self.entry.attr
 
     @property
-    def row(self) -> tuple[Any, ...]:
-        """``(module, owner path, attribute, policy, does, value, why, is_class)``."""
+    def row(self) -> EmulationRow:
         rule = self.entry.cuda
         assert rule is not None
-        return (*self.owner, rule.policy, rule.does, rule.value, rule.why, self.entry.kind == "class")
+        return EmulationRow(*self.owner, policy=rule.policy, does=rule.does, value=rule.value, why=rule.why,
+                            is_class=self.entry.kind == "class")
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class Member:
 
 
 def emulations(catalog: Catalog, policies: Policies) -> tuple[Emulation, ...]:
-    return tuple(Emulation(e) for e in catalog.entries if policies[e.name].route in ("emulate", "unsupported"))
+    return tuple(Emulation(e) for e in catalog.entries if policies[e.name].name in ("emulate", "unsupported"))
 
 
 def members(catalog: Catalog, rows: tuple[Emulation, ...]) -> tuple[Member, ...]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from codegen.model import Catalog, Entry
 from codegen.plan.mlx import Shim
-from codegen.plan.policies import OVERLOAD_PREFIX, aten_name
+from torchdevice.records import aten_op, dispatcher_name, is_aten_entry
 
 
 @dataclass(frozen=True)
@@ -27,13 +27,13 @@ class FallbackTable:
 
     @classmethod
     def of(cls, catalog: Catalog, shims: tuple[Shim, ...]) -> FallbackTable:
-        overloads = [e for e in catalog.entries if e.kind == "op_overload" and e.name.startswith(OVERLOAD_PREFIX)]
+        overloads = [e for e in catalog.entries if e.kind == "op_overload" and is_aten_entry(e.name)]
         by_op: dict[str, list[Entry]] = {}
         for e in overloads:
-            by_op.setdefault(e.name.removeprefix(OVERLOAD_PREFIX).partition(".")[0], []).append(e)
-        missing = {aten_name(e) for e in overloads if e.kernels.mps == "missing"}
+            by_op.setdefault(aten_op(e.name), []).append(e)
+        missing = {dispatcher_name(e.name) for e in overloads if e.kernels.mps == "missing"}
         failing = {
-            aten_name(o)
+            dispatcher_name(o.name)
             for e in catalog.entries if e.status.mps == "fail"
             for o in ([e] if e.kind == "op_overload" else [o for op in e.aten for o in by_op.get(op, ())])
         }

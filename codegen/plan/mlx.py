@@ -23,8 +23,9 @@ from functools import cached_property
 
 from codegen.model import Catalog, Entry, MlxRecord
 from codegen.overlays.mlx import INPUT_CASTS, MlxOp
-from codegen.plan.policies import OVERLOAD_PREFIX, PlanError, aten_name
+from codegen.plan.policies import PlanError
 from codegen.signatures import P, Param
+from torchdevice.records import aten_entry, aten_op, dispatcher_name
 
 BACKEND_KERNELS = ("native", "composite")
 """Kernel states of an overload whose calls reach a backend kernel (where the engine registers)."""
@@ -59,7 +60,7 @@ class Shim:
     @property
     def aten(self) -> tuple[str, ...]:
         """The covered overloads as the dispatcher names them (``aten::abs``, ``aten::abs.out``)."""
-        return tuple(aten_name(e) for e in self.overloads)
+        return tuple(dispatcher_name(e.name) for e in self.overloads)
 
     @property
     def primary(self) -> Entry:
@@ -236,20 +237,20 @@ def shims(catalog: Catalog) -> tuple[Shim, ...]:
     by_op: dict[str, list[Entry]] = {}
     for e in catalog.entries:
         if e.kind == "op_overload":
-            by_op.setdefault(e.name.removeprefix(OVERLOAD_PREFIX).partition(".")[0], []).append(e)
+            by_op.setdefault(aten_op(e.name), []).append(e)
     out = []
     claimed: dict[str, str] = {}
     for record in catalog.mlx:
         op, _, overload = record.key.partition(".")
         if overload:
-            candidates = [catalog[OVERLOAD_PREFIX + record.key]]
+            candidates = [catalog[aten_entry(record.key)]]
         else:
             candidates = by_op.get(op, []) + (by_op.get(op + "_", []) if record.op.inplace else [])
         covered = [e for e in candidates if _covers(record.op, e, overload or None)]
         covered.sort(key=lambda e: (_is_variant(e), e.name))
         shim = Shim(record, tuple(covered))
         if not covered:
-            needs = [f"{aten_name(e)} needs {', '.join(missing)}" for e in candidates
+            needs = [f"{dispatcher_name(e.name)} needs {', '.join(missing)}" for e in candidates
                      if e.kernels.cpu in BACKEND_KERNELS and (missing := _unnamed(record.op, e))]
             raise shim.fail("covers no overload: none has a backend kernel and fits the record"
                             + (f" ({'; '.join(needs)})" if needs else ""))
@@ -280,7 +281,7 @@ def _unnamed(op: MlxOp, entry: Entry) -> list[str]:
 
 def _is_variant(entry: Entry) -> bool:
     """An in-place or ``out=`` overload (sorted after the functional ones)."""
-    op = entry.name.removeprefix(OVERLOAD_PREFIX).partition(".")[0]
+    op = aten_op(entry.name)
     return op.endswith("_") or len(inputs(entry)) < len(entry.signatures[0].params)
 
 

@@ -1,12 +1,12 @@
-"""The policy of every entry: the route the runtime takes for it, and why. Nothing else classifies entries.
+"""The policy of every entry: what the runtime does with it, and why. Nothing else classifies entries.
 
 In order, the first that applies:
 
 1. a ``catalog/overlays/cuda.yaml`` record (every module-level ``torch.cuda`` entry has one):
    ``emulate``, ``unsupported`` or ``passthrough``, as the record says;
-2. a device parameter: the ``catalog/overlays/devices.yaml`` route (the entry's own record, else the
+2. a device parameter: the ``catalog/overlays/devices.yaml`` policy (the entry's own record, else the
    first glob matching its name), else ``wrap`` for C functions and ``torch.Tensor`` methods; any
-   other device-bearing entry without a route is an error, so a new torch release is looked at,
+   other device-bearing entry without a policy is an error, so a new torch release is looked at,
    not guessed;
 3. an aten overload the fallback engine registers on MPS: ``fallback`` (no MPS kernel: never tried
    there) or ``watch`` (measured failing there for some calls: tried first);
@@ -24,8 +24,10 @@ from typing import Literal
 
 from codegen.model import Catalog, Entry
 from codegen.overlays.devices import DeviceRule
+from torchdevice.records import dispatcher_name
 
-Route = Literal["wrap", "hand", "flows", "emulate", "unsupported", "fallback", "watch", "passthrough"]
+PolicyName = Literal["wrap", "hand", "flows", "emulate", "unsupported", "fallback", "watch", "passthrough"]
+"""What the runtime does with an entry: the ``cuda.yaml`` and ``devices.yaml`` policies, and the rules above."""
 
 
 class PlanError(ValueError):
@@ -37,7 +39,7 @@ class PlanError(ValueError):
 
 @dataclass(frozen=True)
 class Policy:
-    route: Route
+    name: PolicyName
     why: str
     by: str = ""
     """``hand``: the runtime module that handles the entry."""
@@ -61,12 +63,12 @@ class Policies:
     def device_rule(self, entry: Entry) -> DeviceRule:
         """The ``devices.yaml`` fields that apply to ``entry``: its own record's over its glob's."""
         own = entry.devices or DeviceRule()
-        if own.route is not None:
+        if own.policy is not None:
             return own
         glob = next((rule for regex, rule in self._patterns if regex.match(entry.name)), None)
         if glob is None:
             return own
-        return DeviceRule(route=glob.route, why=glob.why, by=glob.by, sample=own.sample or glob.sample,
+        return DeviceRule(policy=glob.policy, why=glob.why, by=glob.by, sample=own.sample or glob.sample,
                           shares=own.shares)
 
     @cached_property
@@ -86,7 +88,7 @@ class Policies:
         if entry.device_params:
             return self._device_policy(entry)
         if entry.kind == "op_overload":
-            aten = aten_name(entry)
+            aten = dispatcher_name(entry.name)
             if aten in self.missing:
                 return Policy("fallback", "no MPS kernel: on MPS it runs on MLX (when mapped) or on the CPU")
             if aten in self.watched:
@@ -97,18 +99,10 @@ class Policies:
 
     def _device_policy(self, entry: Entry) -> Policy:
         rule = self.device_rule(entry)
-        if rule.route is not None:
-            return Policy(rule.route, rule.why, rule.by)
+        if rule.policy is not None:
+            return Policy(rule.policy, rule.why, rule.by)
         if entry.kind == "builtin" or (entry.kind == "method" and entry.namespace == "torch.Tensor"):
             return Policy("wrap", "C code: a wrapper is the only place to translate its device")
-        raise PlanError(entry.name, f"device parameters {', '.join(entry.device_params)} but no route: "
+        raise PlanError(entry.name, f"device parameters {', '.join(entry.device_params)} but no policy: "
                                     "give it one in catalog/overlays/devices.yaml")
 
-
-OVERLOAD_PREFIX = "torch.ops.aten."
-
-
-def aten_name(entry: Entry) -> str:
-    """``torch.ops.aten.add.Tensor`` -> ``aten::add.Tensor``; the default overload has no suffix."""
-    op, _, overload = entry.name.removeprefix(OVERLOAD_PREFIX).partition(".")
-    return f"aten::{op}" if overload == "default" else f"aten::{op}.{overload}"

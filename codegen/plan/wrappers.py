@@ -1,6 +1,6 @@
 """The generated device wrappers (``device_wrappers.py.j2`` and its stub): one per entry of policy ``wrap``.
 
-A wrapper's **form** says how its fast path reads the device argument, from the entry's overloads:
+A wrapper's **device_arg** says where its fast path reads the device argument, from the entry's overloads:
 ``keyword`` (never positional: read ``kwargs``), ``first`` (the first parameter after ``self``: a
 named parameter of the wrapper) or ``at`` (positional at a later index: read ``args`` or
 ``kwargs``). Measured here, reading ``**kwargs`` beats repeating a long keyword signature: the C
@@ -21,7 +21,7 @@ from codegen.plan.policies import PlanError
 from codegen.signatures import INT_LIKE, P, Signature, render
 
 TENSOR_RETURNS = frozenset({"Tensor", "torch.Tensor"})
-Form = Literal["keyword", "first", "at"]
+DeviceArg = Literal["keyword", "first", "at"]
 Table = Literal["devices", "strict", "types"]
 Result = Literal["new", "shares", "other"]
 
@@ -35,7 +35,7 @@ class Wrapper:
     param: str
     """The translated parameter."""
     table: Table
-    form: Form
+    device_arg: DeviceArg
     position: int | None
     """Index of ``param`` among positional arguments, ``self`` included (``None``: keyword only)."""
     pin_memory: bool
@@ -111,7 +111,7 @@ def wrapper_of(entry: Entry, shares: bool = False) -> Wrapper:
         raise PlanError(entry.name, f"{param!r} at different positions {sorted(positions)} across overloads")
     position = positions.pop() if positions else None
     first = 1 if entry.kind == "method" else 0
-    form: Form = "keyword" if position is None else "first" if position == first else "at"
+    device_arg: DeviceArg = "keyword" if position is None else "first" if position == first else "at"
     if param == "device_type":
         table: Table = "types"
     elif position is not None and _ints_elsewhere(entry.signatures, param, position):
@@ -127,7 +127,7 @@ def wrapper_of(entry: Entry, shares: bool = False) -> Wrapper:
                                for s in entry.signatures for p in s.params)
     inherits = result == "new" and all(
         s.params and (entry.kind == "method" or s.params[0].annotation in TENSOR_RETURNS) for s in entry.signatures)
-    return Wrapper(entry, param, table, form, position, pin, result, inherits, generator)
+    return Wrapper(entry, param, table, device_arg, position, pin, result, inherits, generator)
 
 
 def _ints_elsewhere(signatures: tuple[Signature, ...], name: str, position: int) -> bool:

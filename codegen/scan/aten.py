@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional
 
 from codegen.scan.walk import Found
+from torchdevice.records import aten_entry, aten_key
 
 # Python namespace -> (aten op prefix) for ops that torchgen binds there.
 PREFIXES = {
@@ -49,13 +50,13 @@ def overloads() -> Iterator[Found]:
         packet = getattr(torch.ops.aten, op)
         for overload in sorted(packet.overloads()):
             obj = getattr(packet, overload)
-            yield Found(f"torch.ops.aten.{op}.{overload}", "torch", "op_overload", "aten", obj)
+            yield Found(aten_entry(f"{op}.{overload}"), "torch", "op_overload", "aten", obj)
 
 
 def reached(found: Found) -> list[str]:
     """Aten ops (``"op"``, or ``"op.overload"`` for an overload entry) that ``found`` reaches."""
     if found.kind == "op_overload":
-        return [found.name.removeprefix("torch.ops.aten.")]
+        return [aten_key(found.name)]
     prefix = PREFIXES.get(found.namespace)
     if prefix is None or found.kind not in REACHING_KINDS:
         return []

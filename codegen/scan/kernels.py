@@ -24,8 +24,10 @@ import torchgen
 from torchgen.gen import parse_native_yaml
 from torchgen.model import BackendIndex, DispatchKey, NativeFunction
 
-BACKENDS = {"cpu": DispatchKey.CPU, "cuda": DispatchKey.CUDA, "mps": DispatchKey.MPS}
-NONE = {"cpu": "none", "cuda": "none", "mps": "none"}
+from torchdevice.records import BACKENDS
+
+DISPATCH_KEYS = {b: DispatchKey[b.upper()] for b in BACKENDS}
+NONE = dict.fromkeys(BACKENDS, "none")
 PRECEDENCE = ("missing", "native", "composite", "implicit")
 PACKAGED = Path(torchgen.__file__).parent / "packaged" / "ATen" / "native"
 
@@ -49,7 +51,7 @@ def overloads() -> dict[tuple[str, str], Overload]:
     out: dict[tuple[str, str], Overload] = {}
     for f in parsed.native_functions:
         op, overload = str(f.func.name.name), f.func.name.overload_name or "default"
-        kernels = {b: _status(f, parsed.backend_indices[key], by_name) for b, key in BACKENDS.items()}
+        kernels = {b: _status(f, parsed.backend_indices[key], by_name) for b, key in DISPATCH_KEYS.items()}
         out[(op, overload)] = Overload(op, overload, kernels, frozenset(f.tags), f.func.is_out_fn())
     return out
 

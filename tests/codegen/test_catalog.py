@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch_lists
 
 from codegen.load import load
 from codegen.plan import PlanError, plan
@@ -87,26 +88,28 @@ def load_error(tmp_path: Path, **files: str) -> str:
 
 
 def test_real_catalog_loads_and_plans(catalog):
-    assert len(catalog.entries) >= 4269
+    scanned = sum(p.read_text().count("\n- name: ") for p in (ROOT / "catalog" / "scanned").glob("*.yaml"))
+    assert len(catalog.entries) == scanned  # every scanned record, counted in the text
+    assert torch_lists.aten_overloads() | torch_lists.public_names() <= {e.name for e in catalog.entries}
     assert len({e.name for e in catalog.entries}) == len(catalog.entries)
     planned = plan(catalog)
     assert set(planned.policies.by_name) == {e.name for e in catalog.entries}
-    assert {p.route for p in planned.policies.by_name.values()} >= {"wrap", "hand", "flows", "emulate", "passthrough"}
+    assert {p.name for p in planned.policies.by_name.values()} >= {"wrap", "hand", "flows", "emulate", "passthrough"}
 
 
 def test_small_catalog_applies_overlays(tmp_path):
-    catalog = load(make_catalog(tmp_path, devices="torch.nn.*: {route: flows, why: calls the factories}\n",
+    catalog = load(make_catalog(tmp_path, devices="torch.nn.*: {policy: flows, why: calls the factories}\n",
                                 status="torch.add: {resolves: pass, cpu: fail}\n"))
     assert catalog["torch.cuda.synchronize"].cuda.does == "synchronize"
     assert catalog["torch.add"].status.cpu == "fail"
     assert [p.name for p in catalog["torch.zeros"].signatures[0].params] == ["size", "out", "device"]
     policies = plan(catalog).policies
-    assert policies["torch.nn.Linear"].route == "flows" and policies["torch.zeros"].route == "wrap"
-    assert policies["torch.cuda.synchronize"].route == "emulate"
+    assert policies["torch.nn.Linear"].name == "flows" and policies["torch.zeros"].name == "wrap"
+    assert policies["torch.cuda.synchronize"].name == "emulate"
 
 
-def test_a_python_device_entry_without_a_route_is_an_error(tmp_path):
-    with pytest.raises(PlanError, match=r"torch\.nn\.Linear: device parameters device but no route"):
+def test_a_python_device_entry_without_a_policy_is_an_error(tmp_path):
+    with pytest.raises(PlanError, match=r"torch\.nn\.Linear: device parameters device but no policy"):
         plan(load(make_catalog(tmp_path)))
 
 
@@ -123,12 +126,12 @@ def test_a_cuda_entry_without_a_record_is_an_error(tmp_path):
     ({"cuda": "- torch.cuda.synchronize\n"}, "cuda.yaml:1", "expected a mapping from torch names"),
     ({"cuda": CUDA + "torch.cuda.nothing: {does: noop}\n"}, "cuda.yaml:2", "unknown torch name"),
     ({"cuda": CUDA + "torch.cuda.synchronize: {does: noop}\n"}, "cuda.yaml:2", "duplicate entry (first at line 1)"),
-    ({"devices": "torch.zeros: {route: teleport, why: x}\n"}, "devices.yaml:1", "expected one of"),
-    ({"devices": "torch.zeros: {route: hand, by: magic, why: x}\n"}, "devices.yaml:1", "not a hand-written"),
-    ({"devices": "torch.zeros: {route: wrap}\n"}, "devices.yaml:1", "route wrap needs why"),
-    ({"devices": "torch.nothing.*: {route: flows, why: x}\n"}, "devices.yaml:1", "matches no torch name"),
+    ({"devices": "torch.zeros: {policy: teleport, why: x}\n"}, "devices.yaml:1", "expected one of"),
+    ({"devices": "torch.zeros: {policy: hand, by: magic, why: x}\n"}, "devices.yaml:1", "not a hand-written"),
+    ({"devices": "torch.zeros: {policy: wrap}\n"}, "devices.yaml:1", "policy wrap needs why"),
+    ({"devices": "torch.nothing.*: {policy: flows, why: x}\n"}, "devices.yaml:1", "matches no torch name"),
     ({"devices": "torch.zeros: {sample: [1]}\n"}, "devices.yaml:1", "field 'sample': expected str"),
-    ({"devices": "torch.zeros: {route: flows, why: a, b}\n"}, "devices.yaml:1", "unknown field 'b'"),
+    ({"devices": "torch.zeros: {policy: flows, why: a, b}\n"}, "devices.yaml:1", "unknown field 'b'"),
     ({"rewrite": "- {name: r, kind: teleport, doc: d, match: x}\n"}, "rewrite.yaml:1", "expected one of"),
     ({"rewrite": "- {name: r, code: TD101, kind: device, doc: d, match: cuda, cpu: cpu, names: '(unclosed'}\n"},
      "rewrite.yaml:1 (entry r)", "names"),
@@ -190,15 +193,15 @@ def test_stats_json_matches_the_plan(catalog):
     assert stats["mlx_routed_overloads"] == len(planned.fallback.mlx_routes)
     assert stats["mlx_routed_ops"] == len({name.partition("::")[2].partition(".")[0]
                                            for name, _ in planned.fallback.mlx_routes})
-    assert stats["by_policy"]["wrap"] == sum(p.route == "wrap" for p in policies.values())
+    assert stats["by_policy"]["wrap"] == sum(p.name == "wrap" for p in policies.values())
     for backend in ("cpu", "cuda", "mps"):
         assert sum(stats["kernels"][backend].values()) == stats["entries"]
 
 
-def test_show_prints_the_route_the_runtime_takes_and_why(catalog):
+def test_show_prints_the_policy_and_why(catalog):
     shown = run_cli("show", "torch.nn.DataParallel")
     assert shown.returncode == 0, shown.stderr
     policy = plan(catalog).policies["torch.nn.DataParallel"]
-    assert f"policy         {policy.route}" in shown.stdout and policy.why in shown.stdout
+    assert f"policy         {policy.name}" in shown.stdout and policy.why in shown.stdout
     missing = run_cli("show", "torch.no_such_thing")
     assert missing.returncode == 1 and "no catalog entry 'torch.no_such_thing'" in missing.stderr

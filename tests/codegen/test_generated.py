@@ -15,6 +15,7 @@ import pytest
 from codegen.load import load
 from codegen.plan import plan
 from codegen.render import GENERATED, TemplateError, recover, render_all, stale, write
+from torchdevice.records import CatalogRow
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,6 +44,24 @@ def test_generated_package_has_stubs_and_marker(rendered):
     stubs = {p for p in first if p.endswith(".pyi")}
     assert stubs, "no .pyi stubs generated"
     assert {p[:-1] for p in stubs} <= modules
+
+
+def test_every_generated_file_is_marked_generated(rendered):
+    first, _ = rendered
+    unmarked = [p for p, text in first.items() if "@generated" not in text[:500]]
+    assert unmarked == ["torchdevice_generated/py.typed"]  # an empty marker file
+    attributes = (ROOT / ".gitattributes").read_text().splitlines()
+    assert "generated/** linguist-generated=true" in attributes  # review tools collapse their diffs
+
+
+def test_shared_records_need_neither_torch_nor_codegen():
+    code = "import sys, torchdevice.records; print(sorted(m for m in ('torch', 'codegen') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_catalog_rows_read_back_as_written(planned):
+    assert [CatalogRow.from_json(row.to_json()) for row in planned.entries] == list(planned.entries)
 
 
 def test_template_error_names_template_and_entry(tmp_path, monkeypatch, planned):

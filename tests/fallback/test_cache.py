@@ -40,15 +40,19 @@ def test_learned_verdicts_persist_per_target_and_merge(cache_dir):
     assert cache_path().parent == cache_dir
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="the user cache directory comes from the Windows shell")
 def test_location(monkeypatch, tmp_path):
     monkeypatch.delenv("TORCHDEVICE_CACHE_DIR")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert cache_dir() == tmp_path / "xdg" / "torchdevice"
-    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # not absolute: ignored, as the XDG specification says
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert cache_dir() == tmp_path / "home" / ".cache" / "torchdevice"
-    monkeypatch.delenv("XDG_CACHE_HOME")
-    assert cache_dir() == tmp_path / "home" / ".cache" / "torchdevice"
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    # the operating system's user cache directory: ~/Library/Caches on macOS, not the XDG one
+    default = Path("Library", "Caches") if sys.platform == "darwin" else Path(".cache")
+    assert cache_dir() == tmp_path / "home" / default / "torchdevice"
+    if sys.platform == "linux":
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+        assert cache_dir() == tmp_path / "xdg" / "torchdevice"
+        monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # not absolute: ignored, as the XDG specification says
+        assert cache_dir() == tmp_path / "home" / ".cache" / "torchdevice"
     monkeypatch.setenv("TORCHDEVICE_CACHE_DIR", str(tmp_path / "explicit"))
     assert cache_dir() == tmp_path / "explicit"
     assert versions()["torch"] in cache_path().name and versions()["torchdevice"] in cache_path().name
@@ -91,7 +95,7 @@ def test_bad_file_is_ignored_with_one_warning_and_rebuilt(cache_dir, content):
     assert cache.learned() == again.learned() == learned
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="no advisory lock file on Windows")
+@pytest.mark.skipif(sys.platform == "win32", reason="symbolic links need privileges on Windows")
 def test_a_symbolic_link_in_place_of_the_lock_is_not_followed(cache_dir, tmp_path):
     cache_dir.mkdir()
     victim = tmp_path / "victim"

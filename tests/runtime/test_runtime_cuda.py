@@ -8,6 +8,8 @@ import pytest
 import torch
 from torch.cuda.amp import common  # torch's own code, where the original is left
 
+import torchdevice
+
 
 def test_programs_see_one_cuda_device_torch_internals_see_none(on_cpu):
     assert torch.cuda.is_available() and torch.cuda.is_initialized()
@@ -90,6 +92,13 @@ def test_memory_statistics_on_cpu(on_cpu):
     assert "allocated_bytes.all.current" in torch.cuda.memory_summary()
     torch.cuda.set_per_process_memory_fraction(0.5)
     assert torch.cuda.get_per_process_memory_fraction() == 0.5
+
+
+def test_a_memory_fraction_ends_with_its_installation(on_cpu):
+    torch.cuda.set_per_process_memory_fraction(0.25)
+    torchdevice.uninstall()
+    torchdevice.install("cpu")
+    assert torch.cuda.get_per_process_memory_fraction() == 1.0  # the default, as in a fresh process
 
 
 FLAGS_PROGRAM = """

@@ -12,7 +12,7 @@ import pytest
 import torch
 import torchdevice_generated
 
-from torchdevice.cli import doctor
+from torchdevice.cli import catalog, doctor
 
 EXAMPLES = str(Path(__file__).resolve().parents[2] / "examples")
 
@@ -57,6 +57,8 @@ def test_doctor_reports_devices_target_and_catalog(python, monkeypatch, capsys):
     facts = json.loads(done.stdout)
     assert facts["target"] == "cpu" and facts["target_from"] == "TORCHDEVICE_TARGET"
     assert facts["catalog_torch"] == torchdevice_generated.TORCH_VERSION
-    assert facts["wrapped_entry_points"] > 0 and facts["fallback"]["active"] is False
+    # one wrapper per entry the catalog gives the policy wrap (`torchdevice catalog`)
+    assert facts["wrapped_entry_points"] == sum(e.policy == "wrap" for e in catalog.load()[1])
+    assert facts["fallback"]["active"] is False
     monkeypatch.setenv("TORCHDEVICE_TARGET", "cpu")
     assert 'target: "cuda" means cpu' in doctor.format_facts(doctor.facts())

@@ -16,8 +16,8 @@ from torchdevice.runtime import activation as runtime
 
 def patched_places():
     """Every (owner, attribute) the runtime may replace: generated tables and hand-written entry points."""
-    places = [(runtime.resolve(m, p), a) for m, p, a, *_ in device_wrappers.WRAPPERS]
-    places += [(runtime.resolve(m, p), a) for m, p, a, *_ in cuda_table.EMULATION]
+    places = [(runtime.resolve(w.module, w.path), w.attr) for w in device_wrappers.WRAPPERS]
+    places += [(runtime.resolve(e.module, e.path), e.attr) for e in cuda_table.EMULATION]
     places += [(torch.Tensor, n) for n in ("cuda", "is_cuda", "pin_memory")]
     places += [(torch.UntypedStorage, n) for n in ("cuda", "pin_memory")]
     places += [(torch, n) for n in ("Generator", "Stream", "Event")]

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from importlib import resources
 from typing import Any
 
-BACKENDS = ("cpu", "cuda", "mps")
+from torchdevice.records import ATEN_NAMESPACE, BACKENDS, CatalogRow, aten_op
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
         found = stats(header, entries)
         print(json.dumps(found, indent=2) if args.json else format_stats(found))
         return 0
-    by_name = {e["name"]: e for e in entries}
+    by_name = {e.name: e for e in entries}
     if args.name not in by_name:
         close = sorted(n for n in by_name if n.endswith("." + args.name.rpartition(".")[2]))[:10]
         hint = f"; did you mean: {', '.join(close)}" if close else ""
@@ -41,43 +41,43 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def load() -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def load() -> tuple[dict[str, Any], list[CatalogRow]]:
     """The generated catalog: its header and its entries, in catalog order."""
     text = resources.files("torchdevice_generated").joinpath("catalog.jsonl").read_text(encoding="utf-8")
-    header, *entries = (json.loads(line) for line in text.splitlines())
-    return header, entries
+    header, *lines = text.splitlines()
+    return json.loads(header), [CatalogRow.from_json(line) for line in lines]
 
 
-def stats(header: dict[str, Any], entries: list[dict[str, Any]]) -> dict[str, Any]:
+def stats(header: dict[str, Any], entries: list[CatalogRow]) -> dict[str, Any]:
     """Counts by namespace, kind, policy and per-backend kernel status."""
     return {
         "torch_version": header["torch_version"],
         "entries": len(entries),
-        "resolved": sum(e["status"]["resolves"] == "pass" for e in entries),
+        "resolved": sum(e.status["resolves"] == "pass" for e in entries),
         **_mlx_counts(entries),
         "by_namespace": _count(_namespace(e) for e in entries),
-        "by_kind": _count(e["kind"] for e in entries),
-        "by_policy": _count(e["policy"] for e in entries),
-        "kernels": {b: _count(e["kernels"][b] for e in entries) for b in BACKENDS},
+        "by_kind": _count(e.kind for e in entries),
+        "by_policy": _count(e.policy for e in entries),
+        "kernels": {b: _count(e.kernels[b] for e in entries) for b in BACKENDS},
     }
 
 
-def _mlx_counts(entries: list[dict[str, Any]]) -> dict[str, int]:
+def _mlx_counts(entries: list[CatalogRow]) -> dict[str, int]:
     """How much of aten runs on MLX: the overlay's records, the overloads they cover, and those (and
     their aten ops) routed to MLX because the consistency tests measured their record passing."""
-    overloads = [e for e in entries if e["kind"] == "op_overload" and e["mlx"]]
-    routed = [e for e in overloads if e["mlx"][0]["routed"]]
+    overloads = [e for e in entries if e.kind == "op_overload" and e.mlx]
+    routed = [e for e in overloads if e.mlx[0].routed]
     return {
-        "mlx_records": len({m["key"] for e in overloads for m in e["mlx"]}),
+        "mlx_records": len({m.key for e in overloads for m in e.mlx}),
         "mlx_overloads": len(overloads),
         "mlx_routed_overloads": len(routed),
-        "mlx_routed_ops": len({e["name"].removeprefix("torch.ops.aten.").partition(".")[0] for e in routed}),
+        "mlx_routed_ops": len({aten_op(e.name) for e in routed}),
     }
 
 
-def _namespace(entry: dict[str, Any]) -> str:
+def _namespace(entry: CatalogRow) -> str:
     """Where the entry lives: ``torch.Tensor`` for methods, ``torch.ops.aten`` for every aten overload."""
-    return "torch.ops.aten" if entry["kind"] == "op_overload" else entry["name"].rpartition(".")[0]
+    return ATEN_NAMESPACE if entry.kind == "op_overload" else entry.name.rpartition(".")[0]
 
 
 def _count(values: Iterable[str]) -> dict[str, int]:
@@ -99,18 +99,18 @@ def format_stats(stats: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def format_entry(entry: dict[str, Any]) -> str:
-    by = f" (torchdevice/runtime/{entry['by']}.py)" if entry["by"] else ""
+def format_entry(entry: CatalogRow) -> str:
+    by = f" (torchdevice/runtime/{entry.by}.py)" if entry.by else ""
     rows = [
-        ("name", entry["name"]), ("kind", entry["kind"]), ("module", entry["module"]),
-        ("policy", entry["policy"]), ("why", entry["why"] + by),
-        ("device params", ", ".join(entry["device_params"]) or "-"),
-        ("aten", ", ".join(entry["aten"]) or "-"),
-        ("kernels", "  ".join(f"{b}={s}" for b, s in entry["kernels"].items())),
-        ("status", "  ".join(f"{b}={s or '-'}" for b, s in entry["status"].items())),
+        ("name", entry.name), ("kind", entry.kind), ("module", entry.module),
+        ("policy", entry.policy), ("why", entry.why + by),
+        ("device params", ", ".join(entry.device_params) or "-"),
+        ("aten", ", ".join(entry.aten) or "-"),
+        ("kernels", "  ".join(f"{b}={s}" for b, s in entry.kernels.items())),
+        ("status", "  ".join(f"{b}={s or '-'}" for b, s in entry.status.items())),
     ]
-    for m in entry["mlx"]:
-        routed = ", ".join(m["routed"]) or "none yet (not verified)"
-        rows.append(("mlx", f"{m['key']}: {m['mlx']}; runs on MLX: {routed}"))
-    rows += [("signature", s) for s in entry["signatures"]]
+    for m in entry.mlx:
+        routed = ", ".join(m.routed) or "none yet (not verified)"
+        rows.append(("mlx", f"{m.key}: {m.mlx}; runs on MLX: {routed}"))
+    rows += [("signature", s) for s in entry.signatures]
     return "\n".join(f"{k:<14} {v}" for k, v in rows)

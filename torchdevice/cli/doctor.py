@@ -39,7 +39,7 @@ def facts() -> dict[str, Any]:
         target, error = None, str(exc).removeprefix("torchdevice: ")
     policies: dict[str, int] = {}
     for row in cuda_table.EMULATION:
-        policies[row[3]] = policies.get(row[3], 0) + 1
+        policies[row.policy] = policies.get(row.policy, 0) + 1
     return {
         "torchdevice": _version(),
         "python": platform.python_version(),

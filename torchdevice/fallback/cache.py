@@ -4,15 +4,16 @@ A verdict says that ``op`` fails on a target for ``dtype`` (or for every dtype, 
 the target has no kernel at all), and why (:data:`~torchdevice.fallback.errors.Reason`). Lookups
 are dictionary accesses in memory. Verdicts learned at run time are also persisted, so the next
 process does not try the target again: one JSON file per (torch version, torchdevice version) in
-``$TORCHDEVICE_CACHE_DIR``, else ``$XDG_CACHE_HOME/torchdevice`` (an absolute path, as the XDG
-specification requires), else ``~/.cache/torchdevice``; with no home directory (``HOME`` empty, or
-the root directory) the cache stays in memory. Verdicts seeded from the generated kernel table are
-never written: the table has them.
+``$TORCHDEVICE_CACHE_DIR``, else the user cache directory that ``platformdirs`` names
+(``~/Library/Caches/torchdevice`` on macOS, ``$XDG_CACHE_HOME/torchdevice`` or
+``~/.cache/torchdevice`` on Linux, ``%LOCALAPPDATA%/torchdevice/Cache`` on Windows); with no usable
+home directory (``HOME`` empty, relative, or the root directory) the cache stays in memory. Verdicts
+seeded from the generated kernel table are never written: the table has them.
 
-Writers merge: under an advisory lock (``fcntl.flock`` on a side file, where available, which is
-never opened through a symbolic link) each writer reads the file, adds its verdicts and atomically
-replaces it (``os.replace`` of a complete temporary file), so concurrent processes neither corrupt
-the file nor lose each other's verdicts. A file that cannot be used (not UTF-8, not JSON or nested
+Writers merge: under a ``filelock`` lock on a side file (never opened through a symbolic link),
+each writer reads the file, adds its verdicts and atomically replaces it (``os.replace`` of a
+complete temporary file), so concurrent processes neither corrupt the file nor lose each other's
+verdicts. A file that cannot be used (not UTF-8, not JSON or nested
 too deeply to parse, not in this format, or written for other versions) never stops a run: it is
 ignored with one warning and rewritten. A cache directory that cannot be written leaves the cache
 in memory.
@@ -25,18 +26,16 @@ import json
 import logging
 import os
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, cast
 
+import filelock
+import platformdirs
+
 from torchdevice import atomic
 from torchdevice.fallback.errors import Reason
-
-try:
-    import fcntl
-except ImportError:  # Windows: atomic replace still keeps the file whole; merges may race
-    fcntl = None  # type: ignore[assignment]
 
 log = logging.getLogger("torchdevice.fallback")
 
@@ -51,13 +50,11 @@ def cache_dir() -> Path | None:
     explicit = os.environ.get("TORCHDEVICE_CACHE_DIR")
     if explicit:
         return Path(explicit)
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    if os.path.isabs(xdg):
-        return Path(xdg) / "torchdevice"
     home = os.path.expanduser("~")  # $HOME (the root directory when it is empty), else the password database's
     if not os.path.isabs(home) or Path(home) == Path(home).parent:
-        return None
-    return Path(home) / ".cache" / "torchdevice"
+        return None  # not /.cache, nor a folder in the working directory
+    path = platformdirs.user_cache_path("torchdevice", appauthor=False)
+    return path if path.is_absolute() else None
 
 
 @lru_cache(maxsize=1)
@@ -204,18 +201,7 @@ def _write(path: Path, targets: dict[str, Any]) -> None:
     atomic.write(path, json.dumps({"format": FORMAT, **versions(), "targets": targets}, indent=1, sort_keys=True))
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Hold an exclusive advisory lock for read-merge-write of ``path``."""
-    if fcntl is None:
-        yield
-        return
-    # O_NOFOLLOW: a symbolic link planted in the lock's place fails the open (OSError) instead of
-    # creating or locking the file it points to.
-    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-    lock = os.open(path.with_name(path.name + ".lock"), flags, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(lock)  # releases the lock
+def _locked(path: Path) -> filelock.FileLock:
+    """An exclusive lock for read-merge-write of ``path``; a symbolic link planted in the lock file's
+    place fails it (``OSError``) instead of creating or locking the file it points to."""
+    return filelock.FileLock(path.with_name(path.name + ".lock"), mode=0o600)

@@ -32,7 +32,7 @@ from torchdevice.fallback import route
 from torchdevice.fallback.cache import ANY, CapabilityCache
 from torchdevice.fallback.errors import COMPATIBILITY_ERRORS, classify
 from torchdevice.fallback.target import Target
-from torchdevice.fallback.validate import Refused
+from torchdevice.fallback.validate import Declined
 from torchdevice.runtime.report import record_fallback
 
 log = logging.getLogger("torchdevice.fallback")
@@ -89,7 +89,7 @@ class Engine:
         self.target = target
         self.cache = cache
         self.shims = dict(shims or {})
-        self.unsupported: tuple[type[BaseException], ...] = (*unsupported, Refused)  # shims', torch's checks'
+        self.unsupported: tuple[type[BaseException], ...] = (*unsupported, Declined)  # shims', torch's checks'
         self.prefer_mlx = prefer_mlx
 
     def overloads(self) -> list[str]:
@@ -118,7 +118,7 @@ class Engine:
     def kernel(self, op: torch._ops.OpOverload) -> Callable[..., Any]:
         """The backend kernel that completes ``op`` on the target."""
         name: str = op._name
-        plan = route.Plan(op)
+        routed = route.RoutedOp(op)
         native = torch.library.get_kernel(op, self.target.dispatch_key)
         shim = self.shims.get(name)
         target, backend, cache = self.target, self.target.backend, self.cache
@@ -129,7 +129,7 @@ class Engine:
             assert shim is not None
             try:
                 with target.escape():
-                    value = route.on_mlx(shim, plan, args, kwargs, target)
+                    value = route.on_mlx(shim, routed, args, kwargs, target)
             except unsupported:
                 return _REFUSED
             record_fallback(name, "mlx")
@@ -138,9 +138,9 @@ class Engine:
         def on_cpu(keyset: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             with target.escape():
                 if target.native_is_cpu:
-                    value = native.call_boxed(keyset, *plan.boxed(args), **kwargs)
+                    value = native.call_boxed(keyset, *routed.boxed(args), **kwargs)
                 else:
-                    value = route.on_cpu(plan, args, kwargs, target)
+                    value = route.on_cpu(routed, args, kwargs, target)
             record_fallback(name, "cpu")
             return value
 
@@ -150,7 +150,7 @@ class Engine:
             dtype = call_dtype(args, kwargs)
             if not cache.fails(name, dtype):
                 try:
-                    return native.call_boxed(keyset, *plan.boxed(args), **kwargs)
+                    return native.call_boxed(keyset, *routed.boxed(args), **kwargs)
                 except COMPATIBILITY_ERRORS as exc:
                     reason = classify(exc, backend)
                     if reason is None:

@@ -35,14 +35,14 @@ class MlxUnsupported(Exception):
     """This call cannot run on MLX as given (argument, dtype, autograd); run it elsewhere."""
 
 
-def refused(op: str, param: str) -> MlxUnsupported:
+def untranslatable(op: str, param: str) -> MlxUnsupported:
     """The error of a shim given a ``param`` value it has no MLX translation for."""
     return MlxUnsupported(f"{op}: {param} has no MLX translation for the value given")
 
 
-def rejected(op: str) -> MlxUnsupported:
+def mlx_failed(op: str) -> MlxUnsupported:
     """The error of a shim whose MLX call raised (raised ``from`` MLX's error)."""
-    return MlxUnsupported(f"{op}: MLX rejected the call")
+    return MlxUnsupported(f"{op}: MLX failed on the call")
 
 
 class MlxDtypeError(MlxUnsupported, TypeError):

@@ -40,7 +40,7 @@ _NUMBERS = (bool, int, float, complex)
 
 
 @dataclass(frozen=True)
-class Plan:
+class RoutedOp:
     """What running ``op`` elsewhere needs from its schema, read once, on first use."""
 
     op: torch._ops.OpOverload
@@ -137,13 +137,13 @@ class Plan:
         return tuple(out) if len(self.aliases) > 1 else out[0]
 
 
-def on_cpu(plan: Plan, args: tuple[Any, ...], kwargs: dict[str, Any], target: Target) -> Any:
+def on_cpu(routed: RoutedOp, args: tuple[Any, ...], kwargs: dict[str, Any], target: Target) -> Any:
     """Run the call on CPU copies of its arguments; write back and return as the target would."""
     device_type = target.device.type
     moved_args = tree_map(_to_cpu, args, device_type)
     moved_kwargs = {k: tree_map(_to_cpu, v, device_type) for k, v in kwargs.items()}
-    value = plan.op(*moved_args, **moved_kwargs)
-    for where in plan.written:
+    value = routed.op(*moved_args, **moved_kwargs)
+    for where in routed.written:
         if isinstance(where, int) and where < len(args):
             original, moved = args[where], moved_args[where]
         elif isinstance(where, str) and where in kwargs:
@@ -152,20 +152,20 @@ def on_cpu(plan: Plan, args: tuple[Any, ...], kwargs: dict[str, Any], target: Ta
             continue
         for o, m in zip(_tensors(original), _tensors(moved), strict=True):
             _write_back(o, m)
-    return plan.result(value, args, kwargs, target)
+    return routed.result(value, args, kwargs, target)
 
 
-def on_mlx(shim: Callable[..., Any], plan: Plan, args: tuple[Any, ...], kwargs: dict[str, Any],
+def on_mlx(shim: Callable[..., Any], routed: RoutedOp, args: tuple[Any, ...], kwargs: dict[str, Any],
            target: Target) -> Any:
     """Run the call through its MLX shim (below autograd: the inputs' graph is autograd's business)
     once torch has checked it (:mod:`~torchdevice.fallback.validate`: a call torch rejects is left
     to torch's kernel); the result gets torch's dtypes, one of another shape is refused, and an
     in-place or ``out=`` result the shim computed as a new tensor is written into its argument."""
-    expected = validate.expect(plan.op, args, kwargs)
+    expected = validate.expect(routed.op, args, kwargs)
     with torch.no_grad():
-        value = validate.conform(plan.op._name, shim(**plan.inputs(args, kwargs)), expected)
-        plan.write_aliased(value, args, kwargs)
-    return plan.result(value, args, kwargs, target)
+        value = validate.conform(routed.op._name, shim(**routed.inputs(args, kwargs)), expected)
+        routed.write_aliased(value, args, kwargs)
+    return routed.result(value, args, kwargs, target)
 
 
 def tree_map(fn: Callable[..., Any], value: Any, *extra: Any) -> Any:

@@ -11,9 +11,9 @@ structure that differs raises :class:`ResultMismatch` (a mapping bug, logged and
 that need the data, index ranges and integer division by zero, are :mod:`.data_checks`.
 
 An overload without a meta kernel of its own (no ``Meta`` kernel, no structured composite) cannot
-be checked this way: :func:`checkable` says so, and its calls are refused (:class:`Unverifiable`).
+be checked this way: :func:`checkable` says so, and its calls are declined (:class:`Unverifiable`).
 Of the mapped overloads the engine registers, two are such: ``aten::equal`` (no meta kernel) and
-``aten::allclose`` (a composite that reads the data). Every refusal is a :class:`Refused`, which
+``aten::allclose`` (a composite that reads the data). Every such call is :class:`Declined`, which
 the engine treats like a shim's ``MlxUnsupported``: torch's kernel runs the call. This module
 imports no MLX.
 """
@@ -40,22 +40,22 @@ known: dict[Any, Any] = {}
 """Meta results by call signature (:func:`meta_outputs`), at most ``KNOWN_LIMIT``: emptied when full."""
 
 mismatches: Counter[str] = Counter()
-"""Per aten overload: results refused by :func:`conform` (each is a mapping bug)."""
+"""Per aten overload: results declined by :func:`conform` (each is a mapping bug)."""
 
 
-class Refused(Exception):
+class Declined(Exception):
     """This call is not computed elsewhere: torch's kernel runs it."""
 
 
-class Unverifiable(Refused):
+class Unverifiable(Declined):
     """torch cannot check this call on meta tensors, so it is not given to MLX."""
 
 
-class Rejected(Refused):
+class Rejected(Declined):
     """torch rejects this call (the cause is torch's exception): torch's kernel raises the error."""
 
 
-class ResultMismatch(Refused):
+class ResultMismatch(Declined):
     """A result computed elsewhere has another shape or structure than torch's: it is not used."""
 
 
@@ -110,7 +110,7 @@ def expect(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, A
     """:func:`meta_outputs`, with a call torch rejects refused as :class:`Rejected`."""
     try:
         return meta_outputs(op, args, kwargs)
-    except Refused:
+    except Declined:
         raise
     except Exception as exc:  # whatever torch raises for the call, the kernel that runs it raises
         raise Rejected(f"{op._name}: torch rejects the call") from exc

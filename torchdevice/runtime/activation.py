@@ -23,7 +23,8 @@ from typing import Any
 import torch
 
 import torchdevice
-from torchdevice.runtime import amp, bindings, classes, data, emulation, processes, tensors
+from torchdevice.records import HAND_WRITTEN
+from torchdevice.runtime import bindings, emulation, processes
 from torchdevice.runtime.compilers import Compilers
 from torchdevice.runtime.devices import resolve_devices, resolve_target
 from torchdevice.runtime.patching import Patcher
@@ -33,9 +34,6 @@ from torchdevice.runtime.views import outside, patch_warning_places
 
 FEATURES = ("torchdevice.fallback", "torchdevice.distributed")
 """Modules whose ``activate(patcher, target, options)`` runs after the runtime's own patches."""
-
-HAND_WRITTEN = (tensors, data, amp, classes)
-"""Modules whose ``patch(patcher, redirect)`` installs the entry points written by hand."""
 
 log = logging.getLogger("torchdevice")
 
@@ -139,23 +137,23 @@ def _activate(state: State) -> None:
     patcher = state.patcher
     patcher.set(emulation, "_active", r)
     patcher.set(emulation, "_streams", {})  # each installation starts on the default stream
+    patcher.set(emulation, "_memory_fraction", {})  # and with the whole memory: uninstall forgets a fraction
     patch_warning_places(patcher)
     compilers = Compilers(patcher)
-    for module, path, attr, op, factory in device_wrappers.WRAPPERS:
-        owner = resolve(module, path)
-        original = getattr(owner, attr)
+    for w in device_wrappers.WRAPPERS:
+        owner = resolve(w.module, w.path)
+        original = getattr(owner, w.attr)
         # help(), IDEs and inspect.signature see the original through the wrapper: set once, free per call
-        wrapper = functools.update_wrapper(factory(original, r, r.slot(op)), original)
-        patcher.set(owner, attr, wrapper)
+        wrapper = functools.update_wrapper(w.factory(original, r, r.slot(w.op)), original)
+        patcher.set(owner, w.attr, wrapper)
         compilers.add(original, wrapper)
-    for hand_written in HAND_WRITTEN:
-        hand_written.patch(patcher, r)
-    for module, path, attr, policy, does, value, why, is_class in cuda_table.EMULATION:
-        name = ".".join((module, *path, attr))
-        if policy == "unsupported":
-            patcher.set(resolve(module, path), attr, emulation.unsupported(name, why, is_class))
-        elif policy == "emulate":
-            patcher.set(resolve(module, path), attr, emulation.build(does, value, name))
+    for name in HAND_WRITTEN:
+        importlib.import_module(f"torchdevice.runtime.{name}").patch(patcher, r)
+    for e in cuda_table.EMULATION:
+        if e.policy == "unsupported":
+            patcher.set(resolve(e.module, e.path), e.attr, emulation.unsupported(e.name, e.why, e.is_class))
+        elif e.policy == "emulate":
+            patcher.set(resolve(e.module, e.path), e.attr, emulation.build(e.does, e.value, e.name))
     for name in FEATURES:
         importlib.import_module(name).activate(patcher, state.target, dict(state.options))
 
