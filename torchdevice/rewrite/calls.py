@@ -66,10 +66,28 @@ class CallRewriting(ValueRewriting):
         if qualified is not None and qualified.startswith("torch.") and self.rules.lookup(qualified) is None:
             candidates += [a for a in node.args if a.keyword is not None and a.keyword.value in index.rule.keywords]
         for arg in candidates:
-            value = arg.value
-            if isinstance(value, cst.Integer) or isinstance(value, (cst.Name, cst.Attribute)) and \
-                    index.holds(held_name(value)):
-                self.index_args[id(value)] = index.rule
+            if self.index_like(arg.value):
+                self.index_args[id(arg.value)] = index.rule
+
+    def index_like(self, value: cst.BaseExpression) -> bool:
+        """Is ``value`` a device index: an integer, or a name that holds one (``local_rank``, ``args.gpu``)?"""
+        index = self.rules.index
+        return index is not None and (isinstance(value, cst.Integer) or isinstance(value, (cst.Name, cst.Attribute))
+                                      and index.holds(held_name(value)))
+
+    def _indices(self, rule: RewriteRule, original: list[cst.Arg], args: list[cst.Arg]) -> list[cst.Arg]:
+        """The arguments of a rewritten call, with a device index (``set_device(local_rank)``) taken as
+        ``Forms.index`` does; ``original`` are the arguments before ``convert``."""
+        names = iter(rule.params)
+        given = {}
+        for arg in original:
+            if arg.star:
+                break
+            given[arg.keyword.value if arg.keyword is not None else next(names, None)] = arg.value
+        device = given.get("device")
+        if device is None or not self.index_like(device):
+            return args
+        return [a.with_changes(value=self.forms.index(a.value)) if a.value is device else a for a in args]
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         result = self._rewrite_call(original_node, updated_node)
@@ -135,6 +153,8 @@ class CallRewriting(ValueRewriting):
             self.rewrote(rule)
             return self.forms.device(self.holder(original))
         args = convert(rule, list(updated.args))
+        if args is not None:
+            args = self._indices(rule, list(updated.args), args)
         if args is None:
             self.note(original, rule, f"{rule.match}() called with arguments that cannot be mapped to {rule.to}(); "
                                       "left as is")
