@@ -152,11 +152,12 @@ class RewriterBase(cst.CSTTransformer):
         line = self.span(node)[0]
         return self.unit.scopes + scopes_within(self.unit.nodes, line)
 
-    def holder(self, node: cst.CSTNode) -> Holder | None:
-        """The program's own name for its device where ``node`` is, if it has one."""
-        if not self.facts.holders:
+    def holder(self, node: cst.CSTNode, given: bool = False) -> Holder | None:
+        """The program's own name for its device where ``node`` is, if it has one; ``given``: ``node`` is a device
+        that goes straight into torch, where the enclosing function's device parameter can stand for it."""
+        if not self.facts.holders and not (given and self.facts.parameters):
             return None
-        return self.facts.holder_at(self.span(node)[0], self.scopes(node))
+        return self.facts.holder_at(self.span(node)[0], self.scopes(node), given)
 
     def namable(self, node: cst.CSTNode, in_string: bool = False) -> bool:
         """Can the accelerator be named at ``node``? Not where torch is imported only after it runs, nor in an

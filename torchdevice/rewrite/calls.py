@@ -151,7 +151,7 @@ class CallRewriting(ValueRewriting):
                 context.form == "object" and self.namable(original):
             self.rewritten(original.func)
             self.rewrote(rule)
-            return self.forms.device(self.holder(original))
+            return self.forms.device(self.holder(original, given=True))
         args = convert(rule, list(updated.args))
         if args is not None:
             args = self._indices(rule, list(updated.args), args)
@@ -209,7 +209,7 @@ class CallRewriting(ValueRewriting):
             else:
                 rest.append(new)
         if device is None:
-            first = cst.Arg(self.forms.bare(self.forms.device(self.holder(original))))
+            first = cst.Arg(self.forms.bare(self.forms.device(self.holder(original, given=True))))
         else:
             value = self._method_device(original, device[0].value, device[1].value)
             first = device[1].with_changes(value=value, keyword=None, equal=cst.MaybeSentinel.DEFAULT)

@@ -125,6 +125,8 @@ class Forms:
 
     def device_type(self, holder: Holder | None) -> cst.BaseExpression:
         """Its type as a string: ``"cuda"``, ``"mps"``, ``"cpu"``..."""
+        if holder is not None and holder.given:
+            holder = None  # a parameter may hold a string: no `.type`
         if holder is not None and holder.form == "string":
             return self._mark(cst.Name(holder.name), "type")
         base = cst.Name(holder.name) if holder is not None else cst.Name(self.helper) if self.helper else self.idiom

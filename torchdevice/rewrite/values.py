@@ -182,7 +182,7 @@ class ValueRewriting(RewriterBase):
         if not self.allowed(original, rule) or not self.namable(original, in_string=index is not None and
                                                                 context.form == "string"):
             return original
-        holder = self.holder(original)
+        holder = self.holder(original, given=index is None and context.form == "object")
         if index is None or context.form == "object":
             self.rewrote(rule)
             if index is not None:
