@@ -64,7 +64,7 @@ class Facts:
         """Parameters holding the caller's device, of the functions around the units."""
         self._scope_bindings: dict[int, Counter[str]] = {}
         body = shape.tree.body if shape.tree is not None else []
-        functions = {}
+        functions: dict[int, Scope] = {}
         for unit in shape.units:
             scope = unit.scopes[-1] if unit.scopes else None
             self._scan(unit.nodes, scope, {id(n) for n in (scope.body if scope is not None else body)})
