@@ -336,23 +336,13 @@ class CallRewriting(ValueRewriting):
         """
         if fallback is None or self.accelerated:
             return new
-        line = self.statements.get(id(original))
+        line = self.statement(original)
         if line is not None:
-            self.guard_lines.add(line)
+            self.guard_lines.add(id(line))
             return new
         guarded = self.forms.guarded(new, self.forms.available(self.rules.available), fallback)
         self.parenthesized.add(id(guarded))
         return guarded
-
-    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        if len(node.body) == 1 and isinstance(node.body[0], cst.Expr):
-            value = node.body[0].value
-            while isinstance(value, (cst.Call, cst.Attribute, cst.Subscript)):
-                if isinstance(value, cst.Call):
-                    self.statements[id(value)] = id(node)
-                    value = value.func
-                else:
-                    value = value.value
 
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
