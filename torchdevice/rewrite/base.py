@@ -18,7 +18,7 @@ from torchdevice.rewrite.outline import Scope, Unit
 from torchdevice.rewrite.rule import RewriteRule
 from torchdevice.rewrite.rules import RuleSet, ValueRule
 from torchdevice.rewrite.selection import Selection, suppressed
-from torchdevice.rewrite.syntax import code
+from torchdevice.rewrite.syntax import code, ends_block
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,7 @@ class RewriterBase(cst.CSTTransformer):
         """Local names an import binds to something with a rule (``autocast``)."""
         self.uses: Counter[str] = Counter()
         self.rewritten_uses: Counter[str] = Counter()
+        self.guards_by_text: dict[str, bool | None] = {}
         self.groups: dict[str, str | None] = {}
         """Rule group -> why it is left in this module (None: rewritten)."""
         self.unit = Unit(0, 0, 0, False)
@@ -105,19 +106,14 @@ class RewriterBase(cst.CSTTransformer):
         self.forms.forget()
         self.positions: Mapping[cst.CSTNode, CodeRange] | None = None
         self.contexts: dict[int, Context] = {}
-        self.call_rules: dict[int, RewriteRule] = {}
-        self.method_rules: dict[int, RewriteRule] = {}
-        self.argument_rules: dict[int, RewriteRule] = {}
-        self.device_calls: set[int] = set()
         self.references: dict[int, str] = {}
         self.kept: set[int] = set()
         """Original nodes left as they are (CUDA checks a CUDA-only branch needs, version gates)."""
         self.ours: set[int] = set()
         """Original nodes that are part of a rewrite already decided (no report of their own)."""
         self.finishing: set[int] = set()
-        self.accelerated_nodes: set[int] = set()
-        self.depth = int(self.facts.accelerated(unit.conditions))
-        """How many of the enclosing conditions hold only with an accelerator."""
+        self.unit_accelerated = self.facts.accelerated(unit.conditions)
+        """Do the conditions around the unit hold only with an accelerator?"""
         self.launch_values: dict[int, RewriteRule] = {}
         self.index_args: dict[int, RewriteRule] = {}
         self.guard_lines: set[int] = set()
@@ -132,13 +128,9 @@ class RewriterBase(cst.CSTTransformer):
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         self.path.append(node)
-        if self.accelerated_nodes and id(node) in self.accelerated_nodes:
-            self.depth += 1
         return super().on_visit(node)
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
-        if self.accelerated_nodes and id(original_node) in self.accelerated_nodes:
-            self.depth -= 1
         result = super().on_leave(original_node, updated_node)
         self.path.pop()
         if result is not updated_node:
@@ -147,8 +139,26 @@ class RewriterBase(cst.CSTTransformer):
 
     @property
     def accelerated(self) -> bool:
-        """Does the node being visited run only where an accelerator exists?"""
-        return self.depth > 0
+        """Does the node being visited run only where an accelerator exists: under conditions of the unit that
+        say so, in the branch of a check (``if torch.cuda.is_available():``, ``use_cuda and ...``), or after
+        ``if not <available>: return``?"""
+        return self.unit_accelerated or any(map(self._guarded, self.path, self.path[1:]))
+
+    def _guarded(self, parent: cst.CSTNode, child: cst.CSTNode) -> bool:
+        """Does ``child`` run only with an accelerator, as far as ``parent`` (the node around it) says?"""
+        if isinstance(parent, (cst.If, cst.IfExp)):
+            holds = True if child is parent.body else False if child is parent.orelse else None
+            return holds is not None and self.guard_of(parent.test) is holds
+        if isinstance(parent, cst.BooleanOperation):
+            return isinstance(parent.operator, cst.And) and child is parent.right and self.guard_of(parent.left) is True
+        if isinstance(parent, (cst.Module, cst.IndentedBlock)):
+            for statement in parent.body:
+                if statement is child:
+                    return False
+                if isinstance(statement, cst.If) and statement.orelse is None and ends_block(statement.body) and \
+                        self.guard_of(statement.test) is False:
+                    return True
+        return False
 
     # --- where nodes are -----------------------------------------------------------------------------------
 
@@ -221,15 +231,17 @@ class RewriterBase(cst.CSTTransformer):
             self.unit, self.scopes(node))
 
     def guard_of(self, test: cst.BaseExpression) -> bool | None:
-        """``Facts.guard_of`` for a libcst expression."""
+        """``Facts.guard_of`` for a libcst expression (remembered by its text for the file)."""
         text = code(test)
-        if not any(word in text for word in self.facts.guard_words):
-            return None
-        try:
-            tree = ast.parse(f"(\n{text}\n)", mode="eval")
-        except SyntaxError:
-            return None
-        return self.facts.guard_of(tree.body)
+        if text not in self.guards_by_text:
+            tree = None
+            if any(word in text for word in self.facts.guard_words):
+                try:
+                    tree = ast.parse(f"(\n{text}\n)", mode="eval")
+                except SyntaxError:
+                    pass
+            self.guards_by_text[text] = None if tree is None else self.facts.guard_of(tree.body)
+        return self.guards_by_text[text]
 
     # --- what is allowed, what is reported --------------------------------------------------------------
 

@@ -10,7 +10,7 @@ import libcst.matchers as m
 
 from torchdevice.rewrite.arguments import comma, convert, keyword_arg, with_commas
 from torchdevice.rewrite.rule import RewriteRule
-from torchdevice.rewrite.syntax import argument, code, held_name, string_value
+from torchdevice.rewrite.syntax import argument, code, held_name, last_statement, string_value
 from torchdevice.rewrite.values import ValueRewriting
 
 _STRINGS = (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString, cst.BinaryOperation, cst.IfExp)
@@ -21,26 +21,23 @@ class CallRewriting(ValueRewriting):
     """The call part of the rewriter (mixed into :class:`~torchdevice.rewrite.transform.Rewriter`)."""
 
     def classify(self, node: cst.Call, qualified: str | None, method: str | None) -> None:
-        """Remember which rule rewrites ``node`` (top-down, before its arguments are visited)."""
+        """What a call rewritten on the way back up (``_rewrite_call``) needs known top-down, before its
+        arguments are visited: where they take a device, and what they are."""
         if qualified in self.rules.calls or qualified in self.rules.contexts:
-            if id(node) not in self.kept:
-                self.call_rules[id(node)] = self.rules.calls.get(qualified) or self.rules.contexts[qualified]
+            pass  # rewritten as a whole on the way up
         elif isinstance(node.func, cst.Attribute) and method in self.rules.methods:
             rule = self.rules.methods[method]
             if self.imports.resolve(node.func.value) is None:
-                self.method_rules[id(node)] = rule
                 device = argument(node.args, 0, rule.params[:1])
                 if device is not None:
                     self.mark(device.value, self.rules.device, "object")
             elif qualified is not None and qualified.startswith("torch."):
                 self.note(node, rule, f"{qualified} called unbound; left as is")
         elif qualified in self.rules.arguments:
-            self.argument_rules[id(node)] = self.rules.arguments[qualified]
             for arg in node.args:
                 if self._only_on(arg.value):
                     self.ours.add(id(arg.value.test))  # type: ignore[attr-defined]
         elif qualified == "torch.device":
-            self.device_calls.add(id(node))
             first = argument(node.args, 0, ("type",))
             if first is not None and (len(node.args) > 1 or self.index_of(first.value) is None):
                 self.mark(first.value, self.rules.device, "string")
@@ -98,17 +95,23 @@ class CallRewriting(ValueRewriting):
         return result
 
     def _rewrite_call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-        key = id(original)
-        if key in self.call_rules:
-            rule = self.call_rules[key]
-            return self._context(rule, original, updated) if rule.kind == "context" else \
-                self._call(rule, original, updated)
-        if key in self.method_rules:
-            return self._method(self.method_rules[key], original, updated)
-        if key in self.device_calls:
+        """The call as its rule rewrites it: ``torch.cuda.X(...)`` (unless a CUDA check kept as is), ``x.cuda()``,
+        DDP's CUDA-only arguments, ``torch.device(...)``, a device string built by ``.format``, a method of an
+        object that needs an accelerator."""
+        qualified = self.imports.resolve(original.func)
+        func = original.func
+        if qualified in self.rules.calls or qualified in self.rules.contexts:
+            if id(original) not in self.kept:
+                rule = self.rules.calls.get(qualified) or self.rules.contexts[qualified]  # type: ignore[index]
+                return self._context(rule, original, updated) if rule.kind == "context" else \
+                    self._call(rule, original, updated)
+        elif isinstance(func, cst.Attribute) and func.attr.value in self.rules.methods:
+            if self.imports.resolve(func.value) is None:
+                return self._method(self.rules.methods[func.attr.value], original, updated)
+        elif qualified in self.rules.arguments:
+            return self._cuda_arguments(self.rules.arguments[qualified], original, updated)  # type: ignore[index]
+        elif qualified == "torch.device":
             return self._device_call(original, updated)
-        if key in self.argument_rules:
-            return self._cuda_arguments(self.argument_rules[key], original, updated)
         formatted = self.formatted_value(original, updated)
         if formatted is not None:
             return formatted
@@ -369,22 +372,6 @@ class CallRewriting(ValueRewriting):
 
     # --- what already holds only with an accelerator ---------------------------------------------------------
 
-    def enter_block(self, body) -> None:
-        """``if not <available>: return`` in a block: the statements after it run only with an accelerator."""
-        for i, statement in enumerate(body):
-            if isinstance(statement, cst.If) and statement.orelse is None and _ends_block(statement.body) and \
-                    self.guard_of(statement.test) is False:
-                self.accelerated_nodes.update(id(s) for s in body[i + 1 :])
-
-    def enter_branches(self, test: cst.BaseExpression, body: cst.CSTNode, orelse: cst.CSTNode | None) -> bool | None:
-        """Mark the branch that runs only with an accelerator; return ``guard_of(test)``."""
-        holds = self.guard_of(test)
-        if holds is True:
-            self.accelerated_nodes.add(id(body))
-        elif holds is False and orelse is not None:
-            self.accelerated_nodes.add(id(orelse))
-        return holds
-
     def keep_checks(self, node: cst.CSTNode, test: cst.BaseExpression, guarded: cst.CSTNode) -> None:
         """Keep ``torch.cuda.is_available()`` in ``test`` when what it guards uses CUDA-only APIs that stay:
         a CUDA-only branch must stay CUDA-only."""
@@ -429,19 +416,8 @@ class CallRewriting(ValueRewriting):
                 and self.imports.resolve(c.func) in wanted]
 
 
-def _last(block: cst.BaseSuite) -> cst.CSTNode | None:
-    """The last small statement of a block."""
-    last = block.body[-1] if block.body else None
-    return last.body[-1] if isinstance(last, cst.SimpleStatementLine) else last
-
-
-def _ends_block(block: cst.BaseSuite) -> bool:
-    """Does the block end with ``return``, ``raise``, ``continue`` or ``break``?"""
-    return isinstance(_last(block), (cst.Return, cst.Raise, cst.Continue, cst.Break))
-
-
 def exits(block: cst.BaseSuite) -> bool:
     """Does the block end by raising or leaving the program (``sys.exit``)?"""
-    last = _last(block)
+    last = last_statement(block)
     return isinstance(last, cst.Raise) or isinstance(last, cst.Expr) and isinstance(last.value, cst.Call) and \
         code(last.value.func) in _EXITS

@@ -132,18 +132,14 @@ class Rewriter(CallRewriting):
             self.ours.add(id(node.test))
             return
         self.keep_checks(node, node.test, node.body)
-        self.enter_branches(node.test, node.body, node.orelse)
         self.propagate(node, node.body, node.orelse)
 
     def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
         if isinstance(node.operator, cst.And):
             self.keep_checks(node, node.left, node.right)
-            if self.guard_of(node.left) is True:
-                self.accelerated_nodes.add(id(node.right))
         self.propagate(node, node.left, node.right)
 
     def visit_If(self, node: cst.If) -> None:
-        self.enter_branches(node.test, node.body, node.orelse)
         branches = [node.body, *([node.orelse.body] if isinstance(node.orelse, cst.Else) else [])]
         if not (any(map(exits, branches)) and self.requirement(node.test, node.test)):
             self.keep_checks(node, node.test, node.body)
@@ -152,14 +148,8 @@ class Rewriter(CallRewriting):
         if self.guard_of(node.test) is True:
             self.requirement(node, node.test)
 
-    def visit_Module(self, node: cst.Module) -> None:
-        self.enter_block(node.body)
-
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
         return updated_node.with_changes(body=self.merge_guards(updated_node.body)) if self.guards else updated_node
-
-    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
-        self.enter_block(node.body)
 
     def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.BaseSuite:
         return updated_node.with_changes(body=self.merge_guards(updated_node.body)) if self.guards else updated_node
