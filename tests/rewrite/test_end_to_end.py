@@ -1,16 +1,18 @@
 """CUDA-written programs, rewritten, run with plain torch here (no CUDA, no torchdevice): a training loop (which
-trains like its CPU twin), the torchrun + DDP recipe on ``LOCAL_RANK``, a launcher of one process per GPU, and
-streams, events and memory statistics."""
+trains like its CPU twin), the torchrun + DDP recipe on ``LOCAL_RANK`` (also with two ranks on an accelerator
+with one device, simulated by :mod:`one_device`), a launcher of one process per GPU, and streams, events and
+memory statistics."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from dist_jobs import torchrun
+from dist_jobs import SUPPORT, free_port, run, torchrun
 
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures"
@@ -69,6 +71,35 @@ def test_the_torchrun_ddp_recipe_runs_under_plain_torchrun(tmp_path):
     assert result.returncode == 0, result.output
     assert sorted(line for line in result.stdout.splitlines() if line.startswith("rank ")) == [
         "rank 0 of 2 done on cpu", "rank 1 of 2 done on cpu"]
+
+
+def _on_one_device(*command: str) -> subprocess.CompletedProcess[str] | object:
+    """``command`` (after ``python -m``) run with ``tests/rewrite`` importable (for :mod:`one_device`)."""
+    return run([sys.executable, "-m", *command], timeout=120,
+               env={"PYTHONPATH": os.pathsep.join((str(SUPPORT), str(HERE)))})
+
+
+def test_the_torchrun_ddp_recipe_runs_two_ranks_on_an_accelerator_with_one_device(tmp_path):
+    program = _rewritten(PROGRAMS / "ddp_local_rank.py", tmp_path)
+    result = _on_one_device("torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
+                            f"--master_port={free_port()}", "-m", "one_device", str(program),
+                            str(tmp_path / "checkpoint.pt"))
+    assert result.returncode == 0, result.output
+    assert sorted(line for line in result.stdout.splitlines() if line.startswith("rank ")) == [
+        "rank 0 of 2 done on cpu", "rank 1 of 2 done on cpu"]
+
+
+@pytest.mark.parametrize("request_", [
+    "torch.zeros(1).to(torch.device(_DEVICE.type, 1))",  # what .to(local_rank) became on rank 1 before
+    "torch.ones(1, device=f'{_DEVICE.type}:1')",
+    "torch.accelerator.set_device_index(1)",
+])
+def test_the_one_device_simulation_refuses_device_1(request_, tmp_path):
+    program = tmp_path / "asks.py"
+    program.write_text("import torch\n_DEVICE = torch.accelerator.current_accelerator(check_available=True)\n"
+                       f"{request_}\n")
+    result = _on_one_device("one_device", str(program))
+    assert result.returncode == 1 and "the accelerator has one device" in result.stderr, result.output
 
 
 def test_a_launcher_of_one_process_per_gpu_starts_one_without_gpus(tmp_path):

@@ -10,7 +10,7 @@ import libcst.matchers as m
 
 from torchdevice.rewrite.arguments import comma, convert, keyword_arg, with_commas
 from torchdevice.rewrite.rule import RewriteRule
-from torchdevice.rewrite.syntax import argument, code, held_name, string_value
+from torchdevice.rewrite.syntax import argument, code, held_name, last_statement, string_value
 from torchdevice.rewrite.values import ValueRewriting
 
 _STRINGS = (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString, cst.BinaryOperation, cst.IfExp)
@@ -21,26 +21,23 @@ class CallRewriting(ValueRewriting):
     """The call part of the rewriter (mixed into :class:`~torchdevice.rewrite.transform.Rewriter`)."""
 
     def classify(self, node: cst.Call, qualified: str | None, method: str | None) -> None:
-        """Remember which rule rewrites ``node`` (top-down, before its arguments are visited)."""
+        """What a call rewritten on the way back up (``_rewrite_call``) needs known top-down, before its
+        arguments are visited: where they take a device, and what they are."""
         if qualified in self.rules.calls or qualified in self.rules.contexts:
-            if id(node) not in self.kept:
-                self.call_rules[id(node)] = self.rules.calls.get(qualified) or self.rules.contexts[qualified]
+            pass  # rewritten as a whole on the way up
         elif isinstance(node.func, cst.Attribute) and method in self.rules.methods:
             rule = self.rules.methods[method]
             if self.imports.resolve(node.func.value) is None:
-                self.method_rules[id(node)] = rule
                 device = argument(node.args, 0, rule.params[:1])
                 if device is not None:
                     self.mark(device.value, self.rules.device, "object")
             elif qualified is not None and qualified.startswith("torch."):
                 self.note(node, rule, f"{qualified} called unbound; left as is")
         elif qualified in self.rules.arguments:
-            self.argument_rules[id(node)] = self.rules.arguments[qualified]
             for arg in node.args:
                 if self._only_on(arg.value):
                     self.ours.add(id(arg.value.test))  # type: ignore[attr-defined]
         elif qualified == "torch.device":
-            self.device_calls.add(id(node))
             first = argument(node.args, 0, ("type",))
             if first is not None and (len(node.args) > 1 or self.index_of(first.value) is None):
                 self.mark(first.value, self.rules.device, "string")
@@ -66,10 +63,28 @@ class CallRewriting(ValueRewriting):
         if qualified is not None and qualified.startswith("torch.") and self.rules.lookup(qualified) is None:
             candidates += [a for a in node.args if a.keyword is not None and a.keyword.value in index.rule.keywords]
         for arg in candidates:
-            value = arg.value
-            if isinstance(value, cst.Integer) or isinstance(value, (cst.Name, cst.Attribute)) and \
-                    index.holds(held_name(value)):
-                self.index_args[id(value)] = index.rule
+            if self.index_like(arg.value):
+                self.index_args[id(arg.value)] = index.rule
+
+    def index_like(self, value: cst.BaseExpression) -> bool:
+        """Is ``value`` a device index: an integer, or a name that holds one (``local_rank``, ``args.gpu``)?"""
+        index = self.rules.index
+        return index is not None and (isinstance(value, cst.Integer) or isinstance(value, (cst.Name, cst.Attribute))
+                                      and index.holds(held_name(value)))
+
+    def _indices(self, rule: RewriteRule, original: list[cst.Arg], args: list[cst.Arg]) -> list[cst.Arg]:
+        """The arguments of a rewritten call, with a device index (``set_device(local_rank)``) taken as
+        ``Forms.index`` does; ``original`` are the arguments before ``convert``."""
+        names = iter(rule.params)
+        given = {}
+        for arg in original:
+            if arg.star:
+                break
+            given[arg.keyword.value if arg.keyword is not None else next(names, None)] = arg.value
+        device = given.get("device")
+        if device is None or not self.index_like(device):
+            return args
+        return [a.with_changes(value=self.forms.index(a.value)) if a.value is device else a for a in args]
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         result = self._rewrite_call(original_node, updated_node)
@@ -80,17 +95,23 @@ class CallRewriting(ValueRewriting):
         return result
 
     def _rewrite_call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-        key = id(original)
-        if key in self.call_rules:
-            rule = self.call_rules[key]
-            return self._context(rule, original, updated) if rule.kind == "context" else \
-                self._call(rule, original, updated)
-        if key in self.method_rules:
-            return self._method(self.method_rules[key], original, updated)
-        if key in self.device_calls:
+        """The call as its rule rewrites it: ``torch.cuda.X(...)`` (unless a CUDA check kept as is), ``x.cuda()``,
+        DDP's CUDA-only arguments, ``torch.device(...)``, a device string built by ``.format``, a method of an
+        object that needs an accelerator."""
+        qualified = self.imports.resolve(original.func)
+        func = original.func
+        if qualified in self.rules.calls or qualified in self.rules.contexts:
+            if id(original) not in self.kept:
+                rule = self.rules.calls.get(qualified) or self.rules.contexts[qualified]  # type: ignore[index]
+                return self._context(rule, original, updated) if rule.kind == "context" else \
+                    self._call(rule, original, updated)
+        elif isinstance(func, cst.Attribute) and func.attr.value in self.rules.methods:
+            if self.imports.resolve(func.value) is None:
+                return self._method(self.rules.methods[func.attr.value], original, updated)
+        elif qualified in self.rules.arguments:
+            return self._cuda_arguments(self.rules.arguments[qualified], original, updated)  # type: ignore[index]
+        elif qualified == "torch.device":
             return self._device_call(original, updated)
-        if key in self.argument_rules:
-            return self._cuda_arguments(self.argument_rules[key], original, updated)
         formatted = self.formatted_value(original, updated)
         if formatted is not None:
             return formatted
@@ -133,8 +154,10 @@ class CallRewriting(ValueRewriting):
                 context.form == "object" and self.namable(original):
             self.rewritten(original.func)
             self.rewrote(rule)
-            return self.forms.device(self.holder(original))
+            return self.forms.device(self.holder(original, given=True))
         args = convert(rule, list(updated.args))
+        if args is not None:
+            args = self._indices(rule, list(updated.args), args)
         if args is None:
             self.note(original, rule, f"{rule.match}() called with arguments that cannot be mapped to {rule.to}(); "
                                       "left as is")
@@ -189,7 +212,7 @@ class CallRewriting(ValueRewriting):
             else:
                 rest.append(new)
         if device is None:
-            first = cst.Arg(self.forms.bare(self.forms.device(self.holder(original))))
+            first = cst.Arg(self.forms.bare(self.forms.device(self.holder(original, given=True))))
         else:
             value = self._method_device(original, device[0].value, device[1].value)
             first = device[1].with_changes(value=value, keyword=None, equal=cst.MaybeSentinel.DEFAULT)
@@ -316,23 +339,13 @@ class CallRewriting(ValueRewriting):
         """
         if fallback is None or self.accelerated:
             return new
-        line = self.statements.get(id(original))
+        line = self.statement(original)
         if line is not None:
-            self.guard_lines.add(line)
+            self.guard_lines.add(id(line))
             return new
         guarded = self.forms.guarded(new, self.forms.available(self.rules.available), fallback)
         self.parenthesized.add(id(guarded))
         return guarded
-
-    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        if len(node.body) == 1 and isinstance(node.body[0], cst.Expr):
-            value = node.body[0].value
-            while isinstance(value, (cst.Call, cst.Attribute, cst.Subscript)):
-                if isinstance(value, cst.Call):
-                    self.statements[id(value)] = id(node)
-                    value = value.func
-                else:
-                    value = value.value
 
     def leave_SimpleStatementLine(
         self, original_node: cst.SimpleStatementLine, updated_node: cst.SimpleStatementLine
@@ -358,22 +371,6 @@ class CallRewriting(ValueRewriting):
         return out
 
     # --- what already holds only with an accelerator ---------------------------------------------------------
-
-    def enter_block(self, body) -> None:
-        """``if not <available>: return`` in a block: the statements after it run only with an accelerator."""
-        for i, statement in enumerate(body):
-            if isinstance(statement, cst.If) and statement.orelse is None and _ends_block(statement.body) and \
-                    self.guard_of(statement.test) is False:
-                self.accelerated_nodes.update(id(s) for s in body[i + 1 :])
-
-    def enter_branches(self, test: cst.BaseExpression, body: cst.CSTNode, orelse: cst.CSTNode | None) -> bool | None:
-        """Mark the branch that runs only with an accelerator; return ``guard_of(test)``."""
-        holds = self.guard_of(test)
-        if holds is True:
-            self.accelerated_nodes.add(id(body))
-        elif holds is False and orelse is not None:
-            self.accelerated_nodes.add(id(orelse))
-        return holds
 
     def keep_checks(self, node: cst.CSTNode, test: cst.BaseExpression, guarded: cst.CSTNode) -> None:
         """Keep ``torch.cuda.is_available()`` in ``test`` when what it guards uses CUDA-only APIs that stay:
@@ -419,19 +416,8 @@ class CallRewriting(ValueRewriting):
                 and self.imports.resolve(c.func) in wanted]
 
 
-def _last(block: cst.BaseSuite) -> cst.CSTNode | None:
-    """The last small statement of a block."""
-    last = block.body[-1] if block.body else None
-    return last.body[-1] if isinstance(last, cst.SimpleStatementLine) else last
-
-
-def _ends_block(block: cst.BaseSuite) -> bool:
-    """Does the block end with ``return``, ``raise``, ``continue`` or ``break``?"""
-    return isinstance(_last(block), (cst.Return, cst.Raise, cst.Continue, cst.Break))
-
-
 def exits(block: cst.BaseSuite) -> bool:
     """Does the block end by raising or leaving the program (``sys.exit``)?"""
-    last = _last(block)
+    last = last_statement(block)
     return isinstance(last, cst.Raise) or isinstance(last, cst.Expr) and isinstance(last.value, cst.Call) and \
         code(last.value.func) in _EXITS

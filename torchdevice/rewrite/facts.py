@@ -29,6 +29,8 @@ Form = Literal["object", "string"]
 
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _OWN_SCOPE = (*_SCOPES, ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_PARAMETER = re.compile(r"(?i)^(\w*_)?(dev|device)$")
+"""What a parameter holding the caller's device is called."""
 _VERSION = re.compile(r"version|_g[et]_|greater|less|hasattr|torch_\d|TORCH_\d", re.IGNORECASE)
 """What a test choosing between torch releases looks like."""
 
@@ -42,6 +44,9 @@ class Holder:
     form: Form
     scope: Scope | None
     """The function or class whose body assigns it; None: the module."""
+    given: bool = False
+    """A parameter of ``scope``: whatever device the caller gives (a ``torch.device`` or a string), named only
+    where a device goes straight into torch (``x.to(device)``, ``device=device``)."""
 
 
 class Facts:
@@ -55,11 +60,17 @@ class Facts:
         self.flags: set[str] = set()
         """Names (``use_cuda``, ``args.cuda``) assigned a value that is true only with an accelerator."""
         self.holders: list[Holder] = []
+        self.parameters: list[Holder] = []
+        """Parameters holding the caller's device, of the functions around the units."""
         self._scope_bindings: dict[int, Counter[str]] = {}
         body = shape.tree.body if shape.tree is not None else []
+        functions: dict[int, Scope] = {}
         for unit in shape.units:
             scope = unit.scopes[-1] if unit.scopes else None
             self._scan(unit.nodes, scope, {id(n) for n in (scope.body if scope is not None else body)})
+            functions.update((id(s), s) for s in unit.scopes if not isinstance(s, ast.ClassDef))
+        for function in functions.values():
+            self.parameters += _device_parameters(function)  # type: ignore[arg-type]
 
     # --- the name of torch --------------------------------------------------------------------------
 
@@ -235,9 +246,10 @@ class Facts:
             return "string"
         return None
 
-    def holder_at(self, line: int, scopes: tuple[Scope, ...]) -> Holder | None:
-        """The holder visible on ``line`` inside ``scopes`` (outermost first), if any."""
-        for holder in self.holders:
+    def holder_at(self, line: int, scopes: tuple[Scope, ...], given: bool = False) -> Holder | None:
+        """The holder visible on ``line`` inside ``scopes`` (outermost first), if any; a device parameter first
+        where ``given`` allows one."""
+        for holder in (*self.parameters, *self.holders) if given else self.holders:
             if holder.scope is None:
                 within, visible = scopes, holder.line < line or any(not isinstance(s, ast.ClassDef) for s in scopes)
                 once = self._module_bindings[holder.name] == 1 and not re.search(
@@ -383,3 +395,15 @@ def is_rename(rule: RewriteRule) -> bool:
     ``isinstance``, an exception class): no arguments to add, nothing to guard."""
     return (rule.kind == "call" and rule.device_type == "none" and rule.without_accelerator is None
             and not rule.result_methods)
+
+
+def _device_parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[Holder]:
+    """The parameters of ``function`` that hold the caller's device: called ``device`` (``dev``, ``*_device``),
+    without a default (``"cpu"`` would say the function means a device of its own, ``None`` no device:
+    ``x.to(None)`` leaves ``x`` where it is)."""
+    a = function.args
+    positional = [*a.posonlyargs, *a.args]
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(a.defaults)) + list(a.defaults)
+    for arg, default in (*zip(positional, defaults, strict=True), *zip(a.kwonlyargs, a.kw_defaults, strict=True)):
+        if default is None and _PARAMETER.match(arg.arg):
+            yield Holder(arg.arg, function.lineno, "object", function, given=True)

@@ -23,7 +23,11 @@ Quote = Literal['"', "'", '"""', "'''"]
 IDIOM = 'torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")'
 """The accelerator present (CUDA, MPS, XPU...), or the CPU."""
 
-EMITTED = ("torch.accelerator.current_accelerator(check_available)", "torch.device", "torch.device.type")
+DEVICES = "torch.accelerator.device_count() or 1"
+"""How many devices the indices of the rewritten code are taken modulo (see ``Forms.index``)."""
+
+EMITTED = ("torch.accelerator.current_accelerator(check_available)", "torch.device", "torch.device.type",
+           "torch.accelerator.device_count")
 """The APIs the rewritten code uses besides the rules' own (see ``apis``)."""
 
 
@@ -121,23 +125,42 @@ class Forms:
 
     def device_type(self, holder: Holder | None) -> cst.BaseExpression:
         """Its type as a string: ``"cuda"``, ``"mps"``, ``"cpu"``..."""
+        if holder is not None and holder.given:
+            holder = None  # a parameter may hold a string: no `.type`
         if holder is not None and holder.form == "string":
             return self._mark(cst.Name(holder.name), "type")
         base = cst.Name(holder.name) if holder is not None else cst.Name(self.helper) if self.helper else self.idiom
         return self._mark(cst.Attribute(base, cst.Name("type")), "type")
 
     def indexed(self, holder: Holder | None, index: cst.BaseExpression) -> cst.Call:
-        """``torch.device(<type>, index)``."""
-        call = cst.Call(self.torch("torch.device"), [cst.Arg(self.device_type(holder), comma=comma()), cst.Arg(index)])
+        """``torch.device(<type>, <index>)`` (see ``index``)."""
+        call = cst.Call(self.torch("torch.device"), [
+            cst.Arg(self.device_type(holder), comma=comma()), cst.Arg(self.index(index))])
         return self._mark(call, "indexed")  # type: ignore[return-value]
 
+    def index(self, index: cst.BaseExpression) -> cst.BaseExpression:
+        """CUDA device ``index`` as an index of the accelerator: ``index % (torch.accelerator.device_count() or 1)``.
+
+        The same device wherever the CUDA program ran (fewer ranks than devices); where the accelerator has
+        fewer devices than the program has ranks (MPS has one), the ranks share them instead of asking for a
+        device that does not exist (``mps:1``). Device 0 is written as it is.
+        """
+        if isinstance(index, cst.Integer) and index.value == "0":
+            return index
+        if not isinstance(index, (cst.Name, cst.Attribute, cst.Integer, cst.Call, cst.Subscript)):
+            index = parenthesized(index)
+        return cst.BinaryOperation(index, cst.Modulo(), parenthesized(self.torch(DEVICES)))
+
     def typed_string(self, holder: Holder | None, quote: str, prefix: str, rest: str) -> cst.FormattedString:
+        """``f"<type><rest>"``: a device string with ``cuda`` replaced by the accelerator's type (and the index
+        of ``rest`` = ``:N`` taken as ``index`` does)."""
         end = cast(Quote, quote)
-        """``f"<type><rest>"``: a device string with ``cuda`` replaced by the accelerator's type."""
-        text = rest.replace("{", "{{").replace("}", "}}")
         parts: list[cst.BaseFormattedStringContent] = [cst.FormattedStringExpression(self.device_type(holder))]
-        if text:
-            parts.append(cst.FormattedStringText(text))
+        number = rest[1:]
+        if rest[:1] == ":" and number.isdigit() and number != "0":
+            parts += [cst.FormattedStringText(":"), cst.FormattedStringExpression(self.index(cst.Integer(number)))]
+        elif rest:
+            parts.append(cst.FormattedStringText(rest.replace("{", "{{").replace("}", "}}")))
         return cst.FormattedString(parts, start="f" + prefix.lower().replace("u", "") + quote, end=end)
 
     def only_on(self, holder: Holder | None, value: cst.BaseExpression, device_type: str) -> cst.IfExp:

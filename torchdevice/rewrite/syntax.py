@@ -68,3 +68,14 @@ def single_assign(block: cst.BaseSuite) -> tuple[cst.SimpleStatementLine, cst.As
     if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
         return None
     return line, assign
+
+
+def last_statement(block: cst.BaseSuite) -> cst.CSTNode | None:
+    """The last small statement of a block."""
+    last = block.body[-1] if block.body else None
+    return last.body[-1] if isinstance(last, cst.SimpleStatementLine) else last
+
+
+def ends_block(block: cst.BaseSuite) -> bool:
+    """Does the block end with ``return``, ``raise``, ``continue`` or ``break``?"""
+    return isinstance(last_statement(block), (cst.Return, cst.Raise, cst.Continue, cst.Break))

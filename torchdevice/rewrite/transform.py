@@ -46,7 +46,7 @@ class Rewriter(CallRewriting):
                 self.imported = True
 
     def visit_Name(self, node: cst.Name) -> None:
-        if node.value not in self.namespace_names or id(node) in self.stores:
+        if node.value not in self.namespace_names or not self.read(node):
             return
         self.uses[node.value] += 1
         qualified = self.imports.resolve(node)
@@ -65,7 +65,6 @@ class Rewriter(CallRewriting):
             if root in self.namespace_names:
                 self.uses[root] += 1
             return False
-        self._store(node.attr)
         return True
 
     def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.BaseExpression:
@@ -84,11 +83,11 @@ class Rewriter(CallRewriting):
             elif not rule.keywords:
                 self.note(original, rule, f"{qualified}: {rule.doc}")
             return updated
-        if id(original) in self.callees:
+        if self.callee(original):
             return updated  # the call is rewritten as a whole
         if not self.allowed(original, rule) or rule.group and self.group_left(rule.group) is not None:
             return updated
-        if id(original) in self.decorators and rule.device_type != "none":
+        if isinstance(self.parent(original), cst.Decorator) and rule.device_type != "none":
             self.rewritten(original)
             self.rewrote(rule)
             return cst.Call(self.forms.torch(rule.to), [self.device_type_arg(rule, original)])
@@ -99,46 +98,9 @@ class Rewriter(CallRewriting):
         self.note(original, rule, f"{qualified} is used here without being called; left as is")
         return updated
 
-    # Name nodes that are not references: attribute names, keywords, parameters, definitions, stores.
-
-    def _store(self, target: cst.BaseExpression | None) -> None:
-        if isinstance(target, cst.Name) and target.value in self.namespace_names:
-            self.stores.add(id(target))
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            for element in target.elements:
-                self._store(element.value)
-
-    def visit_Arg(self, node: cst.Arg) -> None:
-        self._store(node.keyword)
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        self._store(node.name)
-
-    def visit_ClassDef(self, node: cst.ClassDef) -> None:
-        self._store(node.name)
-
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        self._store(node.target)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._store(node.target)
-
-    def visit_For(self, node: cst.For) -> None:
-        self._store(node.target)
-
-    def visit_CompFor(self, node: cst.CompFor) -> None:
-        self._store(node.target)
-
-    def visit_AsName(self, node: cst.AsName) -> None:
-        self._store(node.name)
-
-    def visit_Decorator(self, node: cst.Decorator) -> None:
-        self.decorators.add(id(node.decorator))
-
     # --- hooks shared by values and calls ---------------------------------------------------------------
 
     def visit_Param(self, node: cst.Param) -> None:
-        self._store(node.name)
         if node.default is not None:
             self.mark_holder(node.name.value, node.default)
 
@@ -149,7 +111,6 @@ class Rewriter(CallRewriting):
             self._launch_count(target.target, node.value)
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self._store(node.target)
         if node.value is not None:
             self.mark_holder(held_name(node.target), node.value)
             self.track_results(node.target, node.value)
@@ -171,18 +132,14 @@ class Rewriter(CallRewriting):
             self.ours.add(id(node.test))
             return
         self.keep_checks(node, node.test, node.body)
-        self.enter_branches(node.test, node.body, node.orelse)
         self.propagate(node, node.body, node.orelse)
 
     def visit_BooleanOperation(self, node: cst.BooleanOperation) -> None:
         if isinstance(node.operator, cst.And):
             self.keep_checks(node, node.left, node.right)
-            if self.guard_of(node.left) is True:
-                self.accelerated_nodes.add(id(node.right))
         self.propagate(node, node.left, node.right)
 
     def visit_If(self, node: cst.If) -> None:
-        self.enter_branches(node.test, node.body, node.orelse)
         branches = [node.body, *([node.orelse.body] if isinstance(node.orelse, cst.Else) else [])]
         if not (any(map(exits, branches)) and self.requirement(node.test, node.test)):
             self.keep_checks(node, node.test, node.body)
@@ -191,20 +148,13 @@ class Rewriter(CallRewriting):
         if self.guard_of(node.test) is True:
             self.requirement(node, node.test)
 
-    def visit_Module(self, node: cst.Module) -> None:
-        self.enter_block(node.body)
-
     def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
         return updated_node.with_changes(body=self.merge_guards(updated_node.body)) if self.guards else updated_node
-
-    def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
-        self.enter_block(node.body)
 
     def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.BaseSuite:
         return updated_node.with_changes(body=self.merge_guards(updated_node.body)) if self.guards else updated_node
 
     def visit_Call(self, node: cst.Call) -> None:
-        self.callees.add(id(node.func))
         qualified = self.imports.resolve(node.func)
         method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
         self.classify(node, qualified, method)

@@ -113,7 +113,7 @@ class ValueRewriting(RewriterBase):
         if context is None or context.rule.rule.kind != "device":
             return updated_node
         index = self.index_of(original_node)
-        if index is not None and (context.form == "object" or context.unindexed):
+        if index is not None:
             return self._device_value(original_node, context, index)
         match, first = context.rule.rule.match, updated_node.parts[0] if updated_node.parts else None
         if not isinstance(first, cst.FormattedStringText) or not (
@@ -182,7 +182,7 @@ class ValueRewriting(RewriterBase):
         if not self.allowed(original, rule) or not self.namable(original, in_string=index is not None and
                                                                 context.form == "string"):
             return original
-        holder = self.holder(original)
+        holder = self.holder(original, given=index is None and context.form == "object")
         if index is None or context.form == "object":
             self.rewrote(rule)
             if index is not None:
@@ -195,7 +195,7 @@ class ValueRewriting(RewriterBase):
         self.rewrote(rule)
         return cst.FormattedString([
             cst.FormattedStringExpression(self.forms.device_type(holder)), cst.FormattedStringText(":"),
-            cst.FormattedStringExpression(index)], start="f" + quote, end=quote)
+            cst.FormattedStringExpression(self.forms.index(index))], start="f" + quote, end=quote)
 
     # --- "cuda" if torch.cuda.is_available() else "cpu", and "cuda" if "cuda" in device else "cpu" ------------
 

@@ -22,13 +22,15 @@ def main(checkpoint):
         torch.save(model.state_dict(), checkpoint)
     dist.barrier()
     loc = f"cuda:{local_rank}"
+    device = f"cuda:{local_rank}"
+    scale = torch.ones(1, device=device) * torch.ones(1, device=f"cuda:{local_rank}")
     model.load_state_dict(torch.load(checkpoint, map_location=loc))
     ddp = DDP(model, device_ids=[local_rank], output_device=local_rank)
     optimizer = torch.optim.SGD(ddp.parameters(), lr=0.1)
     generator = torch.Generator().manual_seed(dist.get_rank())
     for _ in range(3):
         x = torch.randn(4, 8, generator=generator).cuda(local_rank)
-        loss = ddp(x).square().mean()
+        loss = ddp(x).square().mean() * scale.to(device).cuda(local_rank)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
