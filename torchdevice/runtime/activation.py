@@ -151,6 +151,7 @@ def _activate(state: State) -> None:
         compilers.add(original, wrapper)
     for hand_written in HAND_WRITTEN:
         hand_written.patch(patcher, r)
+    compilers.add(classes.DEVICE, torch.device)
     for module, path, attr, policy, does, value, why, is_class in cuda_table.EMULATION:
         name = ".".join((module, *path, attr))
         if policy == "unsupported":
