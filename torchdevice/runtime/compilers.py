@@ -3,9 +3,9 @@
 TorchScript and Dynamo both know torch's functions by identity. TorchScript's builtin table
 (``id(torch.zeros) -> aten::zeros``) is read when a function is scripted: each wrapper gets its
 original's entry, so scripted code calls the op (the stand-in for ``torch.device`` gets
-``aten::device``, the op TorchScript compiles ``torch.device(...)`` to). Dynamo inlines a wrapper (plain Python) and must
-then recognize the original it calls in its rule map, which it builds from ``getattr(torch, name)``
-when ``torch._dynamo`` is first imported (creating an optimizer does that) and again after
+``aten::device``, the op TorchScript compiles ``torch.device(...)`` to). Dynamo inlines a wrapper
+(plain Python) and must then recognize the original it calls in its rule map, which it builds
+from ``getattr(torch, name)`` when ``torch._dynamo`` is first imported (creating an optimizer does that) and again after
 ``init_process_group`` clears it. A map built while the wrappers are installed would name the
 wrappers, and ``torch.compile`` would then refuse the originals; so while installed, every map
 Dynamo builds is corrected, each wrapper's rule given back to its original. If ``torch._dynamo``
