@@ -141,3 +141,17 @@ def test_torchscript_compiles_torch_device(two_devices):
     assert torch.jit.script(move)(x, torch.device("cpu")).equal(x + 1)
     scripted = torch.jit.script(build)
     assert "aten::to" in str(scripted.graph) and scripted(x).equal(x + 1)
+
+
+def test_transformers_device_map_with_an_integer_ordinal(two_devices, tmp_path):
+    """``from_pretrained(device_map={"": 0})`` resolves the ordinal with ``torch.device(0)``."""
+    pytest.importorskip("accelerate", reason="transformers needs accelerate for device_map")
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=1, n_head=2, n_embd=8, vocab_size=32, n_positions=16)
+    saved = transformers.GPT2LMHeadModel(config)
+    saved.save_pretrained(tmp_path)
+    loaded = transformers.GPT2LMHeadModel.from_pretrained(tmp_path, device_map={"": 0})
+    assert loaded.device == two_devices
+    for (name, expected), got in zip(saved.state_dict().items(), loaded.state_dict().values(), strict=True):
+        assert got.equal(expected), name
