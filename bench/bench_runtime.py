@@ -3,6 +3,7 @@
 - ``torch.zeros(8, device="cuda")`` redirected vs ``torch.zeros(8, device="cpu")``;
 - ``x.to("cuda")`` redirected vs ``x.to("cpu")``;
 - a ``torch.autocast("cuda")`` block redirected vs ``torch.autocast("cpu")``;
+- ``torch.device("cuda", 0)`` with the runtime installed (its stand-in for ``torch.device``) vs not;
 - ops that take no device (``torch.add``, ``torch.matmul``, ``F.gelu``): with the runtime installed vs
   not installed (they are not wrapped: the same function object either way);
 - one training step of ``examples/gpt_train.py`` (written for CUDA, through the runtime) vs
@@ -65,6 +66,17 @@ def untouched() -> Iterator[dict[str, Any]]:
                 best_installed = min(best_installed, per_call(call, number=5_000, repeat=5))
         yield {"name": f"{name} installed vs not", "candidate_s": best_installed, "baseline_s": best_native,
                "ratio": best_installed / best_native, "same_object": same, "target_ratio": 1.0}
+
+
+def device_construction() -> Iterator[dict[str, Any]]:
+    """``torch.device(...)`` through the stand-in that makes ``torch.device(0)`` ``cuda:0``, vs the C type."""
+    best_native = best_installed = float("inf")
+    for _ in range(3):
+        best_native = min(best_native, per_call(lambda: torch.device("cuda", 0)))
+        with torchdevice.installed("cpu"):
+            best_installed = min(best_installed, per_call(lambda: torch.device("cuda", 0)))
+    yield {"name": "torch.device('cuda', 0) installed vs not", "candidate_s": best_installed,
+           "baseline_s": best_native, "ratio": best_installed / best_native}
 
 
 def training_step() -> Iterator[dict[str, Any]]:
@@ -130,5 +142,6 @@ def import_cost() -> Iterator[dict[str, Any]]:
 def run() -> Iterator[dict[str, Any]]:
     yield from calls()
     yield from untouched()
+    yield from device_construction()
     yield from training_step()
     yield from import_cost()

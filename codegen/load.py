@@ -247,6 +247,7 @@ def load_per_entry(path: Path, cls: type, known: dict[str, Entry],
     """Records of an overlay mapping torch names (or, with ``globs``, glob patterns) to ``cls`` records."""
     records: dict[str, Any] = {}
     patterns: list[Pattern] = []
+    aliases: list[tuple[str, int]] = []
     for name, line, node in _keyed(path, "torch names"):
         record = schema.build(cls, node, path, name)
         if globs and "*" in name:
@@ -258,7 +259,20 @@ def load_per_entry(path: Path, cls: type, known: dict[str, Entry],
             raise CatalogError(path, line, name, "unknown torch name: not in the scanned catalog")
         else:
             records[name] = record
+            if getattr(record, "same_as", ""):
+                aliases.append((name, line))
+    for name, line in aliases:
+        records[name] = _same_as(path, line, name, records)
     return records, tuple(patterns)
+
+
+def _same_as(path: Path, line: int, name: str, records: dict[str, Any]) -> Any:
+    """The record of ``name`` that says ``same_as: OTHER``: OTHER's record, with ``name``'s own sample if it has one."""
+    record = records[name]
+    other = records.get(record.same_as)
+    if other is None or other.same_as:
+        raise CatalogError(path, line, name, f"same_as: {record.same_as!r} has no record of its own in this file")
+    return dataclasses.replace(other, sample=record.sample or other.sample)
 
 
 def load_mlx(path: Path, known: dict[str, Entry]) -> tuple[MlxRecord, ...]:

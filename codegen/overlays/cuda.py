@@ -1,12 +1,13 @@
 """What each public ``torch.cuda`` entry does on a non-CUDA target (``catalog/overlays/cuda.yaml``).
 
-Every module-level entry under ``torch.cuda`` needs a record; entries elsewhere (``torch.backends.cuda``)
-may have one. One record per entry::
+Every module-level entry under ``torch.cuda`` needs a record; entries elsewhere (``torch.backends.cuda``,
+``torch.accelerator``) may have one. One record per entry::
 
     torch.cuda.synchronize: {does: synchronize}
     torch.cuda.get_arch_list: {does: constant, value: []}
     torch.cuda.graph: {policy: unsupported, why: CUDA graph capture records CUDA kernel launches}
     torch.cuda.OutOfMemoryError: {policy: passthrough, why: an exception class; works as is}
+    torch.accelerator.device_count: {same_as: torch.cuda.device_count}
 """
 
 from __future__ import annotations
@@ -48,8 +49,15 @@ class CudaRule:
     the original works as is."""
     sample: str = ""
     """Arguments (Python source) the per-entry test calls the emulation with, when it needs any."""
+    same_as: str = ""
+    """The name of another entry of the file whose record this entry follows, field for field (its own
+    ``sample`` kept): a ``torch.accelerator`` entry names the ``torch.cuda`` entry it agrees with."""
 
     def __post_init__(self) -> None:
+        if self.same_as:
+            if self.policy != "emulate" or self.does or self.value is not None or self.why:
+                raise ValueError("same_as takes no policy, does, value or why: the named entry's record has them")
+            return
         if self.policy == "emulate":
             if self.does not in vocabulary():
                 known = ", ".join(sorted(vocabulary()))

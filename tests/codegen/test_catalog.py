@@ -108,6 +108,12 @@ def test_small_catalog_applies_overlays(tmp_path):
     assert policies["torch.cuda.synchronize"].name == "emulate"
 
 
+def test_same_as_gives_an_entry_the_named_entrys_record(tmp_path):
+    catalog = load(make_catalog(tmp_path, cuda=CUDA + "torch.add: {same_as: torch.cuda.synchronize, sample: '0'}\n"))
+    own, named = catalog["torch.add"].cuda, catalog["torch.cuda.synchronize"].cuda
+    assert (own.policy, own.does, own.value, own.sample) == (named.policy, named.does, named.value, "0")
+
+
 def test_a_python_device_entry_without_a_policy_is_an_error(tmp_path):
     with pytest.raises(PlanError, match=r"torch\.nn\.Linear: device parameters device but no policy"):
         plan(load(make_catalog(tmp_path)))
@@ -126,6 +132,10 @@ def test_a_cuda_entry_without_a_record_is_an_error(tmp_path):
     ({"cuda": "- torch.cuda.synchronize\n"}, "cuda.yaml:1", "expected a mapping from torch names"),
     ({"cuda": CUDA + "torch.cuda.nothing: {does: noop}\n"}, "cuda.yaml:2", "unknown torch name"),
     ({"cuda": CUDA + "torch.cuda.synchronize: {does: noop}\n"}, "cuda.yaml:2", "duplicate entry (first at line 1)"),
+    ({"cuda": CUDA + "torch.add: {same_as: torch.zeros}\n"}, "cuda.yaml:2 (entry torch.add)",
+     "has no record of its own"),
+    ({"cuda": CUDA + "torch.add: {same_as: torch.cuda.synchronize, does: noop}\n"}, "cuda.yaml:2",
+     "same_as takes no policy, does, value or why"),
     ({"devices": "torch.zeros: {policy: teleport, why: x}\n"}, "devices.yaml:1", "expected one of"),
     ({"devices": "torch.zeros: {policy: hand, by: magic, why: x}\n"}, "devices.yaml:1", "not a hand-written"),
     ({"devices": "torch.zeros: {policy: wrap}\n"}, "devices.yaml:1", "policy wrap needs why"),

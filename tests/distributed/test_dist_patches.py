@@ -73,25 +73,33 @@ def hold() -> Iterator[Callable[[T], T]]:
     held.clear()
 
 
+def real_backend(group: dist.ProcessGroup | None = None) -> str:
+    """The backend the group really has, as torch recorded it (what torch's own code is told)."""
+    return dist.distributed_c10d._world.pg_map[group or dist.distributed_c10d._get_default_group()][0]
+
+
 def world_timeout(group: dist.ProcessGroup | None = None) -> timedelta:
     return (group or dist.distributed_c10d._get_default_group())._get_backend(torch.device("cpu")).options._timeout
 
 
 @pytest.mark.parametrize(
-    ("call", "backend"),
+    ("call", "backend", "answers"),
     [
-        (lambda **kw: dist.init_process_group("nccl", **kw), "gloo"),
-        (lambda **kw: dist.init_process_group(backend="nccl", **kw), "gloo"),
-        (lambda **kw: dist.init_process_group(backend="cuda:nccl,cpu:gloo", **kw), "cpu:gloo"),
-        (lambda **kw: dist.init_process_group(**kw), "gloo"),
-        (lambda **kw: dist.init_process_group(device_id=torch.device("cuda", 0), **kw), "gloo"),
-        (lambda **kw: dist.init_process_group("nccl", device_id=0, **kw), "gloo"),
+        (lambda **kw: dist.init_process_group("nccl", **kw), "gloo", ("nccl", "cuda:nccl")),
+        (lambda **kw: dist.init_process_group(backend="nccl", **kw), "gloo", ("nccl", "cuda:nccl")),
+        (lambda **kw: dist.init_process_group(backend="cuda:nccl,cpu:gloo", **kw), "cpu:gloo",
+         ("cuda:nccl,cpu:gloo", "cuda:nccl,cpu:gloo")),
+        (lambda **kw: dist.init_process_group(**kw), "gloo", ("undefined", "cuda:nccl")),
+        (lambda **kw: dist.init_process_group(device_id=torch.device("cuda", 0), **kw), "gloo", ("nccl", "cuda:nccl")),
+        (lambda **kw: dist.init_process_group("nccl", device_id=0, **kw), "gloo", ("nccl", "cuda:nccl")),
     ],
     ids=["positional", "keyword", "device-map", "no backend", "device_id", "int device_id"],
 )
-def test_init_process_group_creates_gloo_group_with_nccl_default_timeout(patched, call, backend):
+def test_init_process_group_creates_gloo_group_with_nccl_default_timeout(patched, call, backend, answers):
+    """The group is gloo's; the program is told what CUDA's torch tells it for the same call."""
     call(store=dist.HashStore(), world_size=1, rank=0)
-    assert dist.get_backend() == backend
+    assert real_backend() == backend
+    assert (dist.get_backend(), dist.get_backend_config()) == answers
     assert world_timeout() == NCCL_DEFAULT_TIMEOUT
     t = torch.ones(3)
     dist.all_reduce(t)
@@ -108,9 +116,38 @@ def test_new_group_maps_nccl_and_keeps_gloo_requests(patched):
     nccl = dist.new_group(backend="nccl", timeout=timedelta(seconds=9))
     mapped = dist.new_group(backend="cuda:nccl,cpu:gloo")
     gloo = dist.new_group(backend="gloo")
-    assert (dist.get_backend(nccl), world_timeout(nccl)) == ("gloo", timedelta(seconds=9))
-    assert (dist.get_backend(mapped), world_timeout(mapped)) == ("cpu:gloo", NCCL_DEFAULT_TIMEOUT)
+    inherited = dist.new_group()
+    assert (real_backend(nccl), world_timeout(nccl)) == ("gloo", timedelta(seconds=9))
+    assert (real_backend(mapped), world_timeout(mapped)) == ("cpu:gloo", NCCL_DEFAULT_TIMEOUT)
+    assert (real_backend(inherited), world_timeout(inherited)) == ("gloo", NCCL_DEFAULT_TIMEOUT)
     assert world_timeout(gloo) == dist.default_pg_timeout
+    answers = [dist.get_backend(g) for g in (nccl, mapped, gloo, inherited)]
+    assert answers == ["nccl", "cuda:nccl,cpu:gloo", "gloo", "nccl"]
+    assert [g.name() for g in (nccl, gloo, inherited)] == ["nccl", "gloo", "nccl"]
+
+
+def test_nccl_is_available_and_torch_code_is_told_the_truth(patched):
+    """The program sees NCCL; torch's own code, which picks devices and options from the answer, sees gloo."""
+    assert dist.is_nccl_available() and dist.is_backend_available("nccl")
+    assert dist.is_backend_available("cuda:nccl,cpu:gloo")
+    dist.init_process_group(dist.Backend.NCCL, store=dist.HashStore(), world_size=1, rank=0)
+    group = dist.distributed_c10d._get_default_group()
+    assert dist.get_backend() == dist.Backend.NCCL and dist.get_backend(group) == "nccl" and group.name() == "nccl"
+    assert dist.distributed_c10d._get_object_coll_device() == "cpu"  # what gloo serves
+    gathered: list[object] = [None]
+    dist.all_gather_object(gathered, {"rank": 0})
+    assert gathered == [{"rank": 0}]
+    destroyed = dist.new_group(backend="nccl")
+    dist.destroy_process_group(destroyed)
+    with pytest.raises(ValueError, match="not initialized"):  # torch's own checks and errors stay
+        dist.get_backend(destroyed)
+
+
+def test_the_answers_are_restored(patched):
+    dist.init_process_group("nccl", store=dist.HashStore(), world_size=1, rank=0)
+    patched.restore()
+    assert dist.get_backend() == "gloo" and dist.distributed_c10d._get_default_group().name() == "gloo"
+    assert dist.is_nccl_available() is torch.distributed.distributed_c10d._NCCL_AVAILABLE
 
 
 @needs_no_cuda
@@ -197,7 +234,7 @@ def test_ddp_program_lines_under_the_runtime(hold):
             loss.backward()
             logged = loss.detach().clone()
             dist.all_reduce(logged)
-            assert logged.device == torch.device("cpu") and dist.get_backend() == "gloo"
+            assert logged.device == torch.device("cpu") and dist.get_backend() == "nccl" and real_backend() == "gloo"
         finally:
             dist.destroy_process_group()
     assert dist.init_process_group is original

@@ -12,11 +12,14 @@ from torch.utils.checkpoint import checkpoint
 import torchdevice
 
 
-def test_torch_device_stays_the_real_type(on_cpu):
-    assert type(torch.device) is type and torch.device is torch._C.device
+def test_torch_device_stays_a_type_that_builds_the_real_type(on_cpu):
+    """The stand-in (see torchdevice.runtime.classes) is a class; what it builds is the C type's instance."""
+    assert isinstance(torch.device, type) and torch.device == torch._C.device
     device = torch.device("cuda", 0)
-    assert isinstance(device, torch.device) and device.type == "cuda"
+    assert type(device) is torch._C.device and isinstance(device, torch.device) and device.type == "cuda"
     assert pickle.loads(pickle.dumps(device)) == device
+    torchdevice.uninstall()
+    assert torch.device is torch._C.device
 
 
 def test_pickling_tensors_and_generators(on_cpu):

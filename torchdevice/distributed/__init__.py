@@ -4,9 +4,10 @@
 :class:`~torchdevice.runtime.patching.Patcher`, so ``uninstall()`` undoes it exactly.
 
 - ``init_process_group`` / ``new_group``: NCCL spellings create gloo groups
-  (:mod:`torchdevice.distributed.groups`). ``dist.get_backend()`` then returns what the group
-  really uses (``"gloo"``, or ``"cpu:gloo"`` for the ``"cuda:nccl,cpu:gloo"`` form): torch's own
-  code branches on it, and the gloo branch is the right one for a gloo group.
+  (:mod:`torchdevice.distributed.groups`).
+- ``is_nccl_available()``, ``get_backend()``, ``get_backend_config()``, ``ProcessGroup.name()``:
+  CUDA's answers for the program, the truth (gloo) for torch's own code
+  (:mod:`torchdevice.distributed.answers`).
 - ``DistributedDataParallel``: CUDA ``device_ids`` / ``output_device`` follow the module
   (:mod:`torchdevice.distributed.ddp`).
 - MPS target: collectives on MPS tensors are staged through the CPU
@@ -22,7 +23,7 @@ from typing import Any
 
 import torch
 
-from torchdevice.distributed import ddp, groups, staging
+from torchdevice.distributed import answers, ddp, groups, staging
 from torchdevice.runtime.patching import Patcher
 
 _library: torch.library.Library | None = None  # the staging kernels' lifetime; set only through the patcher
@@ -39,6 +40,7 @@ def activate(patcher: Patcher, target: torch.device, options: dict[str, Any]) ->
         wrapped = groups.on_gloo(getattr(c10d, name), unspecified)
         patcher.set(c10d, name, wrapped)
         patcher.set(torch.distributed, name, wrapped)
+    answers.patch(patcher)
     patcher.set(DistributedDataParallel, "__init__",
                 ddp.on_module_device(DistributedDataParallel.__init__, options.get("devices", 1)))
     if target.type != "cpu":

@@ -8,6 +8,10 @@
 - ``device_id``: NCCL's eager-init hint names a CUDA device; gloo groups take none;
 - ``pg_options``: NCCL options have no meaning for gloo.
 
+Each group asked for NCCL is remembered with what a CUDA machine would call it
+(:func:`asked_for`), so that the program's questions get CUDA's answers
+(:mod:`torchdevice.distributed.answers`).
+
 A group asked for NCCL with no ``timeout`` gets NCCL's default (10 minutes) rather than gloo's
 (30 minutes): a rank that stops taking part in collectives fails the run as soon as it would have
 with NCCL.
@@ -25,12 +29,16 @@ import atexit
 import functools
 import inspect
 import time
+import weakref
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 NCCL_DEFAULT_TIMEOUT = timedelta(minutes=10)
 SETTLE_SECONDS = 0.1
+
+_asked: weakref.WeakKeyDictionary[Any, tuple[str, str]] = weakref.WeakKeyDictionary()
+"""Group -> ``(backend, backend config)`` a CUDA machine gives it, for the groups asked for NCCL."""
 
 
 def gloo_backend(backend: Any) -> Any:
@@ -64,19 +72,55 @@ def on_gloo(create: Callable[..., Any], unspecified: str | None) -> Callable[...
 
     @functools.wraps(create)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        import torch.distributed.distributed_c10d as c10d
+
         call = signature.bind(*args, **kwargs)
         arguments = call.arguments
-        arguments.pop("device_id", None)
-        requested = arguments.get("backend") or unspecified
+        device_id = arguments.pop("device_id", None)
+        given = arguments.get("backend")
+        requested = given or unspecified
         arguments["backend"] = gloo_backend(requested)
         if isinstance(requested, str) and "nccl" in requested.lower():
-            arguments.pop("pg_options", None)
-            if arguments.get("timeout") is None:
-                arguments["timeout"] = NCCL_DEFAULT_TIMEOUT
-            _settle_at_exit()
-        return create(*call.args, **call.kwargs)
+            undefined = given is None and device_id is None  # init_process_group() names no backend
+            names: tuple[str, str] | None = cuda_names(c10d.Backend.UNDEFINED if undefined else requested)
+        elif requested is None:  # new_group() takes the default group's backend
+            names = asked_for(c10d.GroupMember.WORLD)
+        else:
+            names = None
+        if names is None:
+            return create(*call.args, **call.kwargs)
+        arguments.pop("pg_options", None)
+        if arguments.get("timeout") is None:
+            arguments["timeout"] = NCCL_DEFAULT_TIMEOUT
+        _settle_at_exit()
+        group = create(*call.args, **call.kwargs)
+        created = c10d._get_default_group() if unspecified is not None else group
+        if isinstance(created, c10d.ProcessGroup):
+            _asked[created] = names
+        return group
 
     return wrapper
+
+
+def cuda_names(requested: str) -> tuple[str, str]:
+    """``(get_backend(), get_backend_config())`` of a group asked for ``requested`` on a CUDA machine.
+
+    ``"undefined"`` (``init_process_group()`` with neither backend nor device) is configured for
+    the machine's accelerator, CUDA."""
+    import torch.distributed.distributed_c10d as c10d
+
+    backend = c10d.Backend(requested)
+    if backend == c10d.Backend.UNDEFINED:
+        return backend, f"cuda:{c10d.Backend.default_device_backend_map['cuda']}"
+    return backend, str(c10d.BackendConfig(backend))
+
+
+def asked_for(group: Any) -> tuple[str, str] | None:
+    """What a CUDA machine calls ``group`` (see :func:`cuda_names`), if it was asked for NCCL."""
+    try:
+        return _asked.get(group)
+    except TypeError:  # not weakly referenceable: not a process group
+        return None
 
 
 @functools.cache

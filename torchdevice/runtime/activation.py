@@ -24,7 +24,7 @@ import torch
 
 import torchdevice
 from torchdevice.records import HAND_WRITTEN
-from torchdevice.runtime import bindings, emulation, processes
+from torchdevice.runtime import bindings, classes, emulation, processes
 from torchdevice.runtime.compilers import Compilers
 from torchdevice.runtime.devices import resolve_devices, resolve_target
 from torchdevice.runtime.patching import Patcher
@@ -149,6 +149,7 @@ def _activate(state: State) -> None:
         compilers.add(original, wrapper)
     for name in HAND_WRITTEN:
         importlib.import_module(f"torchdevice.runtime.{name}").patch(patcher, r)
+    compilers.add(classes.DEVICE, torch.device)
     for e in cuda_table.EMULATION:
         if e.policy == "unsupported":
             patcher.set(resolve(e.module, e.path), e.attr, emulation.unsupported(e.name, e.why, e.is_class))

@@ -2,9 +2,10 @@
 
 TorchScript and Dynamo both know torch's functions by identity. TorchScript's builtin table
 (``id(torch.zeros) -> aten::zeros``) is read when a function is scripted: each wrapper gets its
-original's entry, so scripted code calls the op. Dynamo inlines a wrapper (plain Python) and must
-then recognize the original it calls in its rule map, which it builds from ``getattr(torch, name)``
-when ``torch._dynamo`` is first imported (creating an optimizer does that) and again after
+original's entry, so scripted code calls the op (the stand-in for ``torch.device`` gets
+``aten::device``, the op TorchScript compiles ``torch.device(...)`` to). Dynamo inlines a wrapper
+(plain Python) and must then recognize the original it calls in its rule map, which it builds
+from ``getattr(torch, name)`` when ``torch._dynamo`` is first imported (creating an optimizer does that) and again after
 ``init_process_group`` clears it. A map built while the wrappers are installed would name the
 wrappers, and ``torch.compile`` would then refuse the originals; so while installed, every map
 Dynamo builds is corrected, each wrapper's rule given back to its original. If ``torch._dynamo``
@@ -27,6 +28,10 @@ from torchdevice.runtime.patching import Patcher
 
 TRACE_RULES = "torch._dynamo.trace_rules"
 
+SCRIPTED_TYPES = {torch.device: "aten::device"}
+"""C types TorchScript recognises by identity, with the op it compiles their calls to: a stand-in
+for one (:mod:`torchdevice.runtime.classes`) is compiled to the same op."""
+
 
 class Compilers:
     """The compilers' view of one installation's wrappers; undone by the patcher."""
@@ -47,7 +52,7 @@ class Compilers:
     def add(self, original: Any, wrapper: Any) -> None:
         """``wrapper`` now stands where ``original`` was."""
         self.originals[wrapper] = original
-        aten = self._jit.get(id(original))
+        aten = self._jit.get(id(original)) or SCRIPTED_TYPES.get(original)
         if aten is not None:
             self._jit[id(wrapper)] = aten
 

@@ -28,6 +28,8 @@ import functools
 import os
 import platform
 import time
+import types
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -61,7 +63,8 @@ def build(does: str, value: Any, name: str) -> Any:
     """The object that stands in for torch entry ``name`` under the vocabulary word ``does``."""
     if does not in VOCABULARY:
         raise LookupError(f"torchdevice: no emulation {does!r} (for {name}); known: {', '.join(sorted(VOCABULARY))}")
-    return VOCABULARY[does](value)
+    built = VOCABULARY[does](value)
+    return _own_function(name, built) if name.startswith("torch.accelerator.") else built
 
 
 def _redirect() -> Any:
@@ -631,3 +634,61 @@ def tensor_type(value: str) -> type:
             return instance.device.type == "mps" if _on_mps() else device_index(instance) is not None
 
     return Meta(name, (), {"dtype": dtype, "is_cuda": True, "__module__": "torch.cuda"})
+
+
+# -- torch.accelerator: the emulated CUDA is the accelerator -----------------------------------------
+
+
+@word
+def current_accelerator(check_available: bool = False) -> torch.device | None:
+    """``cuda`` for the program and its libraries (always available); torch's own code gets the real
+    answer (none), as for :func:`is_available`."""
+    return None if torch_internal() else torch.device("cuda")
+
+
+@word
+def accelerator_capability(device: Any = None, /) -> dict[str, Any]:
+    """``torch.accelerator.get_device_capability``: the dtypes whose tensors the target can hold."""
+    _index(device)
+    return {"supported_dtypes": set(_target_dtypes(target().type))}
+
+
+@functools.cache
+def _target_dtypes(device_type: str) -> frozenset[torch.dtype]:
+    dtypes = {value for value in vars(torch).values() if isinstance(value, torch.dtype)}
+    held = set()
+    with warnings.catch_warnings():  # deprecated and experimental dtypes say so
+        warnings.simplefilter("ignore")
+        for dtype in dtypes:
+            try:
+                torch.empty(0, dtype=dtype, device=device_type)
+            except (RuntimeError, TypeError):
+                continue
+            held.add(dtype)
+    return frozenset(held)
+
+
+@builder
+@functools.cache
+def deprecated_alias(value: str) -> Callable[..., Any]:
+    """A deprecated name of ``torch.accelerator.<value>``: warns as torch does, then calls it."""
+
+    def alias(*args: Any, **kwargs: Any) -> Any:
+        warnings.warn(f"Use `{value}` instead.", FutureWarning, stacklevel=2)
+        return getattr(torch.accelerator, value)(*args, **kwargs)
+
+    return alias
+
+
+@functools.cache
+def _own_function(name: str, built: Any) -> Any:
+    """A function of its own for ``torch.accelerator.<name>``, doing what ``built`` does.
+
+    In torch, ``torch.accelerator.synchronize`` and ``torch.cuda.synchronize`` are distinct objects, and
+    Dynamo registers a handler for each: one object under both names stops it. The copy shares the code,
+    so it answers callers exactly as ``built`` does."""
+    if not isinstance(built, types.FunctionType):
+        return built
+    own = types.FunctionType(built.__code__, built.__globals__, built.__name__, built.__defaults__, built.__closure__)
+    own.__kwdefaults__ = built.__kwdefaults__
+    return functools.update_wrapper(own, built, updated=())

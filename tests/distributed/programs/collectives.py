@@ -93,8 +93,13 @@ assert model.weight.grad is not None
 check("ddp grad", model.weight.grad, torch.full((2, 3), 4 * (ranks + 1).mean().item()))
 del library
 
-assert dist.get_backend() == "gloo", dist.get_backend()
-assert dist.get_backend(pair_mapped) == "cpu:gloo", dist.get_backend(pair_mapped)
+# CUDA's answers in every rank (the start-up hook installed the runtime here); gloo underneath.
+assert dist.is_nccl_available() and dist.is_backend_available("nccl")
+world_group = dist.distributed_c10d._get_default_group()
+answers = [(dist.get_backend(g), g.name()) for g in (world_group, pair)] + [dist.get_backend(pair_mapped)]
+assert answers == [("nccl", "nccl"), ("nccl", "nccl"), "cuda:nccl,cpu:gloo"], answers
+real = [dist.distributed_c10d._world.pg_map[g][0] for g in (world_group, pair_mapped)]
+assert real == ["gloo", "cpu:gloo"], real
 assert dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu")).options._timeout == timedelta(
     seconds=45
 )
