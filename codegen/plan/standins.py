@@ -44,6 +44,6 @@ class Standins:
             else:
                 covered[record.name] = (rule.signature, rule.computes, rule.notes)
                 keys = list(rule.grid)
-                for values in itertools.product(*(rule.grid[k] for k in keys)):
+                for values in itertools.product(*(rule.grid[k] for k in keys)) if keys else ():
                     cases.append(Case(record.name, rule.reference, dict(zip(keys, values, strict=True))))
         return cls(packages, covered, missing, tuple(cases))

@@ -31,7 +31,7 @@ def _dense(name: str, q: Tensor, k: Tensor, v: Tensor, dropout_p: float, softmax
            return_attn_probs: bool) -> Tensor | tuple[Tensor, Tensor, Tensor]:
     record_standin(name, q.device.type)
     sq, sk = q.shape[1], k.shape[1]
-    simple_causal = causal and sq == sk and window_size[0] < 0
+    simple_causal = causal and sq == sk and window_size[0] < 0 and alibi_slopes is None
     rows = torch.arange(sq, device=q.device)[:, None]
     cols = torch.arange(sk, device=q.device)[None, :]
     scores = _scores(rows, cols, sk - sq, causal and not simple_causal, tuple(window_size), softcap, alibi_slopes)
