@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import ModuleType
@@ -20,7 +20,7 @@ PACKAGES_DIR = Path(__file__).resolve().parent / "packages"
 class StandinFinder:
     """Finds ``flash_attn``, ``xformers``, ``apex`` (the generated table's packages) in ``PACKAGES_DIR``."""
 
-    def __init__(self, packages: Sequence[str]):
+    def __init__(self, packages: Iterable[str]):
         self.packages = frozenset(packages)
 
     def find_spec(self, fullname: str, path: Sequence[str] | None = None,

@@ -77,7 +77,12 @@ def activate(patcher: Patcher, target: torch.device) -> None:
 
     setters = {flag: getattr(torch._C, f"_set_sdp_use_{flag}") for flag in FLAGS}
     choices = Choices(target, setters)
-    patcher.defer(lambda: [setters[flag](enabled) for flag, enabled in choices.chosen.items()])
+
+    def restore_flags() -> None:  # torch's flags become what the program chose
+        for flag, enabled in choices.chosen.items():
+            setters[flag](enabled)
+
+    patcher.defer(restore_flags)
     for flag in FLAGS:
         patcher.set(torch._C, f"_set_sdp_use_{flag}", lambda enabled, flag=flag: choices.set(flag, enabled))
         patcher.set(torch._C, f"_get_{flag}_sdp_enabled", lambda flag=flag: choices.chosen[flag])

@@ -6,6 +6,8 @@ masks and windows aligned to the bottom-right corner; a query that sees no key g
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor
 
@@ -13,10 +15,10 @@ from torchdevice.runtime.report import record_standin
 from torchdevice.standins.attention import Scores, alibi, attend, band
 
 
-def _scores(rows: Tensor, cols: Tensor, offset: Tensor | int, causal: bool, window_size: tuple[int, int],
+def _scores(rows: Tensor, cols: Tensor, offset: Tensor | int, causal: bool, window_size: Sequence[int],
             softcap: float, alibi_slopes: Tensor | None, valid: Tensor | None = None) -> Scores:
     """The masks and bias of flash-attn's options; ``valid``: the keys and queries that exist (varlen, caches)."""
-    window = (window_size[0], 0 if causal else window_size[1])
+    window = (int(window_size[0]), 0 if causal else int(window_size[1]))
     allowed = None if window == (-1, -1) else band(rows, cols, offset, window)
     if valid is not None:
         allowed = valid if allowed is None else allowed & valid
@@ -27,14 +29,14 @@ def _scores(rows: Tensor, cols: Tensor, offset: Tensor | int, causal: bool, wind
 
 
 def _dense(name: str, q: Tensor, k: Tensor, v: Tensor, dropout_p: float, softmax_scale: float | None, causal: bool,
-           window_size: tuple[int, int], softcap: float, alibi_slopes: Tensor | None,
+           window_size: Sequence[int], softcap: float, alibi_slopes: Tensor | None,
            return_attn_probs: bool) -> Tensor | tuple[Tensor, Tensor, Tensor]:
     record_standin(name, q.device.type)
     sq, sk = q.shape[1], k.shape[1]
     simple_causal = causal and sq == sk and window_size[0] < 0 and alibi_slopes is None
     rows = torch.arange(sq, device=q.device)[:, None]
     cols = torch.arange(sk, device=q.device)[None, :]
-    scores = _scores(rows, cols, sk - sq, causal and not simple_causal, tuple(window_size), softcap, alibi_slopes)
+    scores = _scores(rows, cols, sk - sq, causal and not simple_causal, window_size, softcap, alibi_slopes)
     out, lse, probs = attend(q, k, v, scores, scale=softmax_scale, dropout_p=dropout_p, is_causal=simple_causal,
                              probabilities=return_attn_probs)
     return (out, lse, probs) if return_attn_probs else out  # type: ignore[return-value]
@@ -85,7 +87,7 @@ class _Packing:
 
 def _varlen(name: str, q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor,
             max_seqlen_q: int, max_seqlen_k: int, dropout_p: float, softmax_scale: float | None, causal: bool,
-            window_size: tuple[int, int], softcap: float, alibi_slopes: Tensor | None, return_attn_probs: bool,
+            window_size: Sequence[int], softcap: float, alibi_slopes: Tensor | None, return_attn_probs: bool,
             block_table: Tensor | None = None) -> Tensor | tuple[Tensor, Tensor, Tensor]:
     record_standin(name, q.device.type)
     if block_table is not None:
@@ -96,7 +98,7 @@ def _varlen(name: str, q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu
     rows = torch.arange(pq.max_seqlen, device=q.device)[:, None]
     cols = torch.arange(pk.max_seqlen, device=q.device)[None, :]
     valid = (rows < pq.lengths[:, None, None]) & (cols < pk.lengths[:, None, None])
-    scores = _scores(rows, cols, pk.lengths - pq.lengths, causal, tuple(window_size), softcap, alibi_slopes, valid)
+    scores = _scores(rows, cols, pk.lengths - pq.lengths, causal, window_size, softcap, alibi_slopes, valid)
     out, lse, probs = attend(pq.pad(q), pk.pad(k), pk.pad(v), scores, scale=softmax_scale, dropout_p=dropout_p,
                              probabilities=return_attn_probs)
     out = pq.unpad(out)
@@ -170,7 +172,7 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         seqlens = torch.full((batch,), k_cache.shape[1], device=device, dtype=torch.long)
     else:
         seqlens = torch.as_tensor(cache_seqlens, device=device).long().expand(batch)
-    local = causal or tuple(window_size) != (-1, -1)
+    local = causal or window_size != (-1, -1)
     steps = torch.arange(sq, device=device)
     if rotary_cos is not None:
         positions = seqlens[:, None] + (steps if local else torch.zeros_like(steps))
@@ -188,6 +190,6 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, rotary_cos=None
         rows = steps[:, None]
         cols = torch.arange(keys.shape[1], device=device)[None, :]
         valid = (cols < seqlens[:, None, None]).expand(batch, sq, keys.shape[1])
-        scores = _scores(rows, cols, seqlens - sq, causal, tuple(window_size), softcap, alibi_slopes, valid)
+        scores = _scores(rows, cols, seqlens - sq, causal, window_size, softcap, alibi_slopes, valid)
         out, lse, _ = attend(q, keys, values, scores, scale=softmax_scale, probabilities=return_softmax_lse)
     return (out, lse) if return_softmax_lse else out
