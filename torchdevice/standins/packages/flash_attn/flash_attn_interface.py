@@ -67,22 +67,22 @@ def flash_attn_kvpacked_func(q, kv, dropout_p=0.0, softmax_scale=None, causal=Fa
 
 
 class _Packing:
-    """Where each token of a varlen batch goes in the padded ``(batch, max_seqlen, ...)`` tensor."""
+    """Where each token of a varlen batch goes in the padded ``(batch, max_seqlen, ...)`` tensor, flattened:
+    the real positions of the padded batch, in order, are the packed tokens."""
 
-    def __init__(self, cu_seqlens: Tensor, total: int, max_seqlen: int):
-        starts = cu_seqlens[:-1].long()
-        self.lengths = cu_seqlens[1:].long() - starts
-        self.batch = torch.repeat_interleave(torch.arange(len(self.lengths), device=cu_seqlens.device),
-                                             self.lengths, output_size=total)
-        self.position = torch.arange(total, device=cu_seqlens.device) - starts[self.batch]
+    def __init__(self, cu_seqlens: Tensor, max_seqlen: int):
+        self.lengths = (cu_seqlens[1:] - cu_seqlens[:-1]).long()
         self.max_seqlen = max_seqlen
+        real = (torch.arange(max_seqlen, device=cu_seqlens.device) < self.lengths[:, None]).flatten()
+        self.index, self.padding = real.nonzero().squeeze(1), (~real).nonzero().squeeze(1)
 
     def pad(self, x: Tensor) -> Tensor:
-        padded = x.new_zeros(len(self.lengths), self.max_seqlen, *x.shape[1:])
-        return padded.index_put((self.batch, self.position), x)
+        """Each buffer row written once: the tokens, then zeros where padded (masked keys must be finite)."""
+        padded = x.new_empty(len(self.lengths) * self.max_seqlen, *x.shape[1:]).index_copy_(0, self.index, x)
+        return padded.index_fill_(0, self.padding, 0).unflatten(0, (len(self.lengths), self.max_seqlen))
 
     def unpad(self, x: Tensor) -> Tensor:
-        return x[self.batch, self.position]
+        return x.flatten(0, 1).index_select(0, self.index)
 
 
 def _varlen(name: str, q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu_seqlens_k: Tensor,
@@ -93,8 +93,8 @@ def _varlen(name: str, q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu
     if block_table is not None:
         raise ValueError(f"{name}: block_table (a paged KV cache) is not covered by torchdevice's stand-in; "
                          "pass contiguous k and v")
-    pq = _Packing(cu_seqlens_q, q.shape[0], int(max_seqlen_q))
-    pk = pq if cu_seqlens_k is cu_seqlens_q else _Packing(cu_seqlens_k, k.shape[0], int(max_seqlen_k))
+    pq = _Packing(cu_seqlens_q, int(max_seqlen_q))
+    pk = pq if cu_seqlens_k is cu_seqlens_q else _Packing(cu_seqlens_k, int(max_seqlen_k))
     rows = torch.arange(pq.max_seqlen, device=q.device)[:, None]
     cols = torch.arange(pk.max_seqlen, device=q.device)[None, :]
     valid = (rows < pq.lengths[:, None, None]) & (cols < pk.lengths[:, None, None])
