@@ -70,6 +70,7 @@ def test_xformers_program(tmp_path):
     assert run("python", "xformers_diffusion.py", str(out)).returncode != 0
 
 
+@pytest.mark.filterwarnings("ignore:Mismatch dtype between input and weight")  # torch's RMSNorm under autocast
 def test_apex_program_trains_like_plain_torch(tmp_path):
     out = tmp_path / "out.pt"
     ran(run("torchdevice", "apex_train.py", str(out)))

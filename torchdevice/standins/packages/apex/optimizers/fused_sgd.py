@@ -25,7 +25,8 @@ class FusedSGD(torch.optim.SGD):
         super().zero_grad(self.set_grad_none if set_to_none is None else set_to_none)
 
     def step(self, closure=None):
-        record_standin("apex.optimizers.FusedSGD", "step")
+        first = self.param_groups[0]["params"]
+        record_standin("apex.optimizers.FusedSGD", first[0].device.type if first else "cpu")
         return super().step(closure)
 
 
