@@ -14,6 +14,8 @@ $(STAMP): pyproject.toml constraints.txt torchdevice.pth
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PIP_INSTALL) -e '.[mlx,dev]'
+	# tests run timm's apex-guarded fast_norm; timm's torchvision requirement would pull a CUDA torch
+	$(PIP_INSTALL) --no-deps 'timm==1.0.31'
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -8,9 +8,10 @@ coverage.py follows subprocesses.
 
 This module is top level, not part of the ``torchdevice`` package, because it is imported by every
 such process, most of which never import torch: it imports nothing, and what it costs is one finder
-on ``sys.meta_path`` that compares each imported name with ``"torch"``. When torch is imported, the
-finder lets the finders after it locate torch, and has the loader run torch's ``__init__`` and then
-the installation.
+on ``sys.meta_path`` that compares each imported name with ``"torch"`` and the packages the runtime may
+stand in for (:data:`STANDINS`: ``from flash_attn import ...`` before torch installs first). When torch
+is imported, the finder lets the finders after it locate torch, and has the loader run torch's
+``__init__`` and then the installation.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec
     from types import ModuleType
 
+STANDINS = ("flash_attn", "xformers", "apex")
+"""Packages the runtime may stand in for: importing one before torch installs first (``torchdevice.standins``)."""
 VARIABLE = "TORCHDEVICE_INSTALL"
 """Unset or ``0``: nothing happens (``0`` also keeps an installation from propagating); else how to install."""
 
@@ -37,6 +40,11 @@ class TorchImport:
 
     def find_spec(self, fullname: str, path: Sequence[str] | None = None,
                   target: ModuleType | None = None) -> ModuleSpec | None:
+        if fullname in STANDINS:  # `from flash_attn import ...` before `import torch`: install, then look again
+            import importlib.util
+
+            import torch  # noqa: F401  (installs, which removes this finder)
+            return importlib.util.find_spec(fullname)
         if fullname != "torch":
             return None
         for finder in sys.meta_path:

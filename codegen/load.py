@@ -7,6 +7,7 @@ data; the line of a bad field is looked up in the text only when there is an err
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import fnmatch
 import re
@@ -27,11 +28,13 @@ from codegen.model import (
     Measured,
     MlxRecord,
     Pattern,
+    StandinRecord,
     Status,
 )
 from codegen.overlays.cuda import CudaRule
 from codegen.overlays.devices import DeviceRule
 from codegen.overlays.mlx import MlxOp
+from codegen.overlays.standins import StandinRule
 from codegen.schema import CatalogError
 from codegen.signatures import parse
 from torchdevice.records import BACKENDS, aten_entry, aten_op, is_aten_entry
@@ -67,9 +70,12 @@ def load(catalog_dir: Path = CATALOG_DIR) -> Catalog:
     rules = load_list(path, RewriteRule, known) if path.exists() else ()
     path = catalog_dir / "overlays" / "mlx.yaml"
     mlx = load_mlx(path, known) if path.exists() else ()
+    path = catalog_dir / "overlays" / "standins.yaml"
+    standins = load_standins(path) if path.exists() else ()
     entries = [dataclasses.replace(e, status=status.get(e.name, e.status), **attached.get(e.name, {}))
                for e in entries]
-    return Catalog(torch_version=version, entries=tuple(entries), device_patterns=patterns, mlx=mlx, rewrite=rules)
+    return Catalog(torch_version=version, entries=tuple(entries), device_patterns=patterns, mlx=mlx, rewrite=rules,
+                   standins=standins)
 
 
 # -- scanned -----------------------------------------------------------------------------------------
@@ -315,3 +321,45 @@ def load_list(path: Path, cls: type, known: dict[str, Entry]) -> tuple[Any, ...]
             codes[code] = record.name
         records.append(record)
     return tuple(records)
+
+
+STANDIN_PACKAGES = ROOT / "torchdevice" / "standins" / "packages"
+
+
+def load_standins(path: Path, packages_dir: Path = STANDIN_PACKAGES) -> tuple[StandinRecord, ...]:
+    """The stand-in records: every name under a package record, every covered name defined by its stand-in
+    module in ``packages_dir`` (read as source, not imported)."""
+    records = [StandinRecord(key, schema.build(StandinRule, node, path, key), line)
+               for key, line, node in _keyed(path, "names of stood-in packages")]
+    packages = {r.name for r in records if r.rule.policy == "package"}
+    for record in records:
+        top = record.name.partition(".")[0]
+        if record.rule.policy == "package" and "." in record.name:
+            raise CatalogError(path, record.line, record.name, "a package record names a top-level package")
+        if top not in packages:
+            raise CatalogError(path, record.line, record.name, f"{top!r} is not a package of this file "
+                               f"(declared: {', '.join(sorted(packages)) or 'none'})")
+        if record.rule.policy == "standin":
+            module, _, attr = record.name.rpartition(".")
+            source = _standin_source(packages_dir, module)
+            if source is None:
+                raise CatalogError(path, record.line, record.name, f"no stand-in module {module} in {packages_dir}")
+            if attr not in _defined(source):
+                raise CatalogError(path, record.line, record.name, f"{source} does not define {attr}")
+    return tuple(records)
+
+
+def _standin_source(packages_dir: Path, module: str) -> Path | None:
+    base = packages_dir.joinpath(*module.split("."))
+    return next((p for p in (base / "__init__.py", base.with_suffix(".py")) if p.is_file()), None)
+
+
+def _defined(source: Path) -> set[str]:
+    """Top-level names a module defines or imports."""
+    names: set[str] = set()
+    for node in ast.parse(source.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.ImportFrom):
+            names.update(alias.asname or alias.name for alias in node.names)
+    return names

@@ -14,6 +14,7 @@ from typing import Literal
 from codegen.overlays.cuda import CudaRule
 from codegen.overlays.devices import DeviceRule
 from codegen.overlays.mlx import MlxOp
+from codegen.overlays.standins import StandinRule
 from codegen.signatures import Signature
 from torchdevice.records import ATEN_NAMESPACE
 from torchdevice.rewrite.rule import RewriteRule
@@ -97,6 +98,15 @@ class MlxRecord:
 
 
 @dataclass(frozen=True)
+class StandinRecord:
+    """A ``catalog/overlays/standins.yaml`` record: ``name`` is a name of a stood-in package (``flash_attn.x``)."""
+
+    name: str
+    rule: StandinRule
+    line: int
+
+
+@dataclass(frozen=True)
 class Catalog:
     """The whole catalog: scanned entries with measured status and overlays applied."""
 
@@ -108,6 +118,8 @@ class Catalog:
     """MLX equivalents of aten ops, in file order."""
     rewrite: tuple[RewriteRule, ...] = ()
     """Rewrite rules, in file order."""
+    standins: tuple[StandinRecord, ...] = ()
+    """What the flash-attn, xformers and apex stand-ins cover, in file order."""
 
     @cached_property
     def by_name(self) -> dict[str, Entry]:

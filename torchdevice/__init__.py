@@ -89,7 +89,8 @@ def target() -> torch.device:
 
 
 def report() -> dict[str, Any]:
-    """``{"redirects": {op: {route: n}}, "fallbacks": {op: {route: n}}}`` since start or the last reset."""
+    """``{"redirects": {op: {route: n}}, "fallbacks": {op: {route: n}}, "standins": {name: {route: n}}}`` since
+    start or the last reset (``standins``: the flash-attn, xformers and apex stand-ins used, per device type)."""
     activation = sys.modules.get("torchdevice.runtime.activation")
     if activation is not None:
         activation.flush()

@@ -6,7 +6,8 @@ catalog, everything each generated file and each per-entry test needs, and the t
 - :mod:`.emulation`: the ``torch.cuda`` emulation table;
 - :mod:`.fallback`: the fallback engine's tables (MPS kernels missing or watched, MLX routes);
 - :mod:`.mlx`: the MLX shims;
-- :mod:`.samples`: the calls the per-entry tests make of device-bearing entries.
+- :mod:`.samples`: the calls the per-entry tests make of device-bearing entries;
+- :mod:`.standins`: the stand-ins' table and the cases comparing each with its reference.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from codegen.plan.fallback import FallbackTable
 from codegen.plan.mlx import Shim
 from codegen.plan.policies import PlanError, Policies
 from codegen.plan.samples import Sample
+from codegen.plan.standins import Standins
 from codegen.plan.wrappers import Wrapper, wrapper_of
 from torchdevice.records import CatalogRow, MlxUse, aten_op
 from torchdevice.rewrite.rule import RewriteRule
@@ -39,6 +41,7 @@ class Plan:
     shims: tuple[Shim, ...]
     rewrite: tuple[RewriteRule, ...]
     samples: tuple[Sample, ...]
+    standins: Standins
     entries: tuple[CatalogRow, ...]
     """What ``torchdevice catalog`` shows of each entry (``catalog.jsonl``)."""
 
@@ -77,6 +80,7 @@ def plan(catalog: Catalog) -> Plan:
         shims=shims,
         rewrite=catalog.rewrite,
         samples=tuple(samples.sample_of(e, policies) for e in translated),
+        standins=Standins.of(catalog),
         entries=tuple(
             CatalogRow(
                 name=e.name, kind=e.kind, module=e.module,

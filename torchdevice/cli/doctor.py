@@ -58,7 +58,20 @@ def facts() -> dict[str, Any]:
         "wrapped_entry_points": len(device_wrappers.WRAPPERS),
         "torch_cuda_entries": dict(sorted(policies.items())),
         "fallback": None if target is None else _fallback(target.type, fallback_table),
+        "standins": _standins(),
     }
+
+
+def _standins() -> dict[str, dict[str, Any]]:
+    """Per stood-in package: whether the real one is installed (then it is used) or the stand-in would be."""
+    from torchdevice_generated.standins import COVERED, PACKAGES, VERSIONS
+
+    out = {}
+    for name, (distribution, _) in PACKAGES.items():
+        real = importlib.util.find_spec(name) is not None
+        out[name] = {"distribution": distribution, "uses": "installed package" if real else "stand-in",
+                     "follows": VERSIONS[name], "covered": sorted(n for n in COVERED if n.split(".")[0] == name)}
+    return out
 
 
 def _fallback(target: str, table: Any) -> dict[str, Any]:
@@ -105,4 +118,9 @@ def format_facts(f: dict[str, Any]) -> str:
         lines += [f"  {name}" for name in fb["examples"]]
     else:
         lines.append(f"fallback: none ({fb['why']})")
+    lines.append("stand-ins under the runtime (torchdevice.report()['standins'] lists those a run used):")
+    for name, standin in f["standins"].items():
+        uses = standin["uses"] if standin["uses"] != "stand-in" else \
+            f"stand-in ({standin['distribution']} {standin['follows']} API, {len(standin['covered'])} names)"
+        lines.append(f"  {name:<11}{uses}")
     return "\n".join(lines)

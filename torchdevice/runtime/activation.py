@@ -32,7 +32,7 @@ from torchdevice.runtime.redirect import Redirect
 from torchdevice.runtime.report import configure_logging
 from torchdevice.runtime.views import outside, patch_warning_places
 
-FEATURES = ("torchdevice.fallback", "torchdevice.distributed")
+FEATURES = ("torchdevice.fallback", "torchdevice.distributed", "torchdevice.standins")
 """Modules whose ``activate(patcher, target, options)`` runs after the runtime's own patches."""
 
 log = logging.getLogger("torchdevice")

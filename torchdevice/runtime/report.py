@@ -1,4 +1,4 @@
-"""What the runtime did: redirections and fallbacks, counted per op and route.
+"""What the runtime did: redirections, fallbacks and stand-ins used, counted per op and route.
 
 The hot paths only bump counters; logging happens once per distinct (op, route), at INFO on the
 ``torchdevice`` logger (shown with ``TORCHDEVICE_LOG=info``, see :func:`configure_logging`).
@@ -18,6 +18,7 @@ _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 redirects: Counter[tuple[str, str]] = Counter()
 fallbacks: Counter[tuple[str, str]] = Counter()
+standins: Counter[tuple[str, str]] = Counter()
 
 
 def configure_logging() -> None:
@@ -50,14 +51,32 @@ def record_fallback(op: str, route: str) -> None:
     fallbacks[key] += 1
 
 
+def record_redirect(op: str, route: str) -> None:
+    """Count one redirection made outside the generated wrappers (an SDPA backend choice mapped to the target)."""
+    key = (op, route)
+    if key not in redirects:
+        log.info("redirect %s: %s", op, route)
+    redirects[key] += 1
+
+
+def record_standin(name: str, route: str) -> None:
+    """Count one call of stand-in ``name`` (``flash_attn.flash_attn_func``) with tensors on ``route`` (a device
+    type), or its import (``route`` ``"import"``)."""
+    key = (name, route)
+    if key not in standins:
+        log.info("stand-in %s: %s", name, route)
+    standins[key] += 1
+
+
 def report() -> dict[str, dict[str, dict[str, int]]]:
-    """``{"redirects": {op: {route: count}}, "fallbacks": {op: {route: count}}}``."""
-    return {"redirects": _nest(redirects), "fallbacks": _nest(fallbacks)}
+    """``{"redirects": {op: {route: n}}, "fallbacks": {op: {route: n}}, "standins": {name: {route: n}}}``."""
+    return {"redirects": _nest(redirects), "fallbacks": _nest(fallbacks), "standins": _nest(standins)}
 
 
 def reset() -> None:
     redirects.clear()
     fallbacks.clear()
+    standins.clear()
 
 
 def _nest(counter: Counter[tuple[str, str]]) -> dict[str, dict[str, int]]:
