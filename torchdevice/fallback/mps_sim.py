@@ -44,6 +44,8 @@ _HOST_ARGUMENTS = frozenset({
     "_pack_padded_sequence", "_pad_packed_sequence", "lstm", "gru", "rnn_tanh", "rnn_relu", "ctc_loss",
 })
 """Python calls that take host tensors with device tensors, as on a GPU (copies, indices, lengths)."""
+_HOST_RESULTS = {"_pack_padded_sequence": 1, "_pad_packed_sequence": 1}
+"""Ops that return a host tensor at this position on every device (a packed sequence's batch sizes)."""
 
 
 class DeviceTensor(torch.Tensor):
@@ -105,7 +107,9 @@ class DeviceTensor(torch.Tensor):
         if name not in _HOST_ARGUMENTS:
             _check_placement(args, kwargs)
         with torch._C.DisableTorchFunctionSubclass():
-            return func(*args, **kwargs)
+            value = func(*args, **kwargs)
+        # what torch's C++ made of device tensors with their options (a host device) is the device's
+        return value if isinstance(kwargs.get("device"), (str, torch.device)) else _placed(name, value, args, kwargs)
 
     @classmethod
     def __torch_dispatch__(cls, func: torch._ops.OpOverload, types: Any, args: Any = (),  # type: ignore[override]
@@ -122,17 +126,18 @@ class DeviceTensor(torch.Tensor):
                 record_fallback(func._name, "cpu")
             else:
                 value = _simulated(func, args, kwargs)
-        return value if to_host else _placed(value, args, kwargs)
+        return value if to_host else _placed(func._opname, value, args, kwargs)
 
 
 def on_device(x: torch.Tensor) -> DeviceTensor:
-    """Host tensor ``x`` marked as the device's (the same memory)."""
-    return torch.Tensor._make_subclass(DeviceTensor, x, x.requires_grad)
+    """Host tensor ``x`` marked as the device's (the same memory, the same place in the autograd graph)."""
+    with torch._C._ExcludeDispatchKeyGuard(_PYTHON):
+        return torch._C.TensorBase.as_subclass(x, DeviceTensor)
 
 
 def host_view(x: torch.Tensor) -> torch.Tensor:
     """Device tensor ``x`` as a plain host tensor (the same memory)."""
-    with torch._C._ExcludeDispatchKeyGuard(_PYTHON):
+    with torch._C._ExcludeDispatchKeyGuard(_PYTHON), torch._C.DisableTorchFunctionSubclass():
         return torch.ops.aten.alias(x).detach()
 
 
@@ -160,8 +165,15 @@ def _simulated(func: torch._ops.OpOverload, args: Any, kwargs: dict[str, Any]) -
     return pytree.tree_map_only(torch.Tensor, lambda t: views[id(t)][0] if id(t) in views else t, value)
 
 
-def _placed(value: Any, args: Any, kwargs: dict[str, Any]) -> Any:
-    """Each new host tensor of an op's result marked as the device's (arguments returned stay what they are)."""
+def _placed(name: str | None, value: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+    """Each new host tensor of the result of ``name`` marked as the device's (arguments returned stay what
+    they are, and so do the results every device returns on the host)."""
+    if isinstance(value, DeviceTensor) or not isinstance(value, (torch.Tensor, list, tuple)) or (
+            type(value) is torch.Size):
+        return value
+    if name in _HOST_RESULTS:
+        at = _HOST_RESULTS[name]
+        return (*_placed(None, value[:at], args, kwargs), value[at], *_placed(None, value[at + 1:], args, kwargs))
     given = {id(t) for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
     return pytree.tree_map_only(torch.Tensor, lambda t: t if id(t) in given or isinstance(t, DeviceTensor)
                                 else on_device(t), value)
