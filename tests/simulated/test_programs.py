@@ -49,8 +49,8 @@ def close(got, expected, rtol: float, atol: float) -> None:
 def test_gpt_example():
     """bf16 autocast, GradScaler, fused AdamW, a checkpoint resumed with map_location="cuda": the losses are the
     CPU's up to bf16 rounding in different orders (a wrong kernel moves them by 1e-1)."""
-    native, mac, fallbacks = both(str(ROOT / "examples" / "gpt_train.py"), "--steps", "6")
-    assert len(mac) == 6
+    native, mac, fallbacks = both(str(ROOT / "examples" / "gpt_train.py"), "--steps", "4")
+    assert len(mac) == 4
     close([float(x) for x in mac], [float(x) for x in native], rtol=2e-3, atol=1e-4)
     assert set(fallbacks) <= {"aten::_scaled_dot_product_flash_attention_for_cpu",  # C++ picks the CPU's kernel
                               "aten::_scaled_dot_product_flash_attention_for_cpu_backward"}
