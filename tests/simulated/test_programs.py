@@ -101,3 +101,12 @@ def test_mp_spawn_ddp_on_two_emulated_devices(tmp_path):
     assert results["mps-sim"][0]["params"] == results["mps-sim"][1]["params"]
     for got, expected in zip(results["mps-sim"][0]["params"], results["cpu"][0]["params"], strict=True):
         close(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_the_target_reaches_every_process():
+    """``TORCHDEVICE_TARGET=mps-sim`` (not ``--target``): spawned processes and DataLoader workers are on the
+    simulated Mac too."""
+    env = {"TORCHDEVICE_TARGET": "mps-sim", "TORCHDEVICE_CACHE_DIR": os.environ["TORCHDEVICE_CACHE_DIR"]}
+    done = run([sys.executable, "-m", "torchdevice", "run", str(PROGRAMS / "processes.py")], 300, env)
+    assert done.returncode == 0, done.output
+    assert json.loads(done.stdout.splitlines()[-1]) == {"main": "mps:0", "spawned": "mps:0", "worker": "mps:0"}

@@ -134,7 +134,10 @@ def _functional(op: torch._ops.OpOverload) -> torch._ops.OpOverload | None:
         return None
     packet = getattr(torch.ops.aten, name[:-1], None)
     functional = getattr(packet, op._overloadname, None) if packet is not None else None
-    return functional if functional is not None and checkable(functional) else None
+    if functional is None or not checkable(functional):
+        return None
+    parameters = [str(a.type) for a in op._schema.arguments]  # pow_.Scalar's functional is pow.Tensor_Scalar
+    return functional if [str(a.type) for a in functional._schema.arguments] == parameters else None
 
 
 def conform(op: str, value: Any, expected: Any) -> Any:
