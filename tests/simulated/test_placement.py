@@ -41,6 +41,8 @@ def test_mixing_a_device_tensor_with_a_host_tensor_raises_as_on_mps(mac):
         x + torch.ones(3)
     with pytest.raises(RuntimeError, match="same device"):
         torch.ones(3) * x
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.nn.Linear(3, 2)(x)  # the model left on the host: the Mac's most common error
     assert (x * torch.tensor(2.0)).is_mps  # a host scalar tensor is allowed, as on a GPU
     assert x[torch.tensor([0, 2])].is_mps  # host indices too
 
@@ -89,3 +91,13 @@ def test_simulated_kernels_refuse_float64_as_mps():
     with SimulatedMPS.apple(), pytest.raises(TypeError) as caught:
         torch.ones(2, dtype=torch.float64).exp()
     assert str(caught.value) == NO_FLOAT64
+
+
+def test_uninstall_restores_torch():
+    compatible, registry = torch._has_compatible_shallow_copy_type, list(torch.serialization._package_registry)
+    with torchdevice.installed("mps-sim"):
+        assert torch.zeros(1, device="cuda").is_mps
+    assert torch._has_compatible_shallow_copy_type is compatible
+    assert torch.serialization._package_registry == registry
+    with pytest.raises(RuntimeError):
+        torch.zeros(1, device="mps")  # no simulated device left

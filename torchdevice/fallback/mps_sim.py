@@ -203,8 +203,8 @@ def _to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
 def _check_placement(args: Any, kwargs: dict[str, Any]) -> None:
     """MPS's error for a Python call that mixes device tensors with a host tensor that is not a scalar."""
     tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
-    if any(type(t) is not DeviceTensor and t.dim() > 0 and not isinstance(t, torch.nn.Parameter)
-           and t.device.type == "cpu" for t in tensors) and any(isinstance(t, DeviceTensor) for t in tensors):
+    if any(type(t) is not DeviceTensor and t.dim() > 0 and t.device.type == "cpu" for t in tensors) and any(
+            isinstance(t, DeviceTensor) for t in tensors):
         raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, "
                            "mps:0 and cpu!")
 
@@ -223,7 +223,7 @@ def _compatible(original: Callable[[torch.Tensor, torch.Tensor], bool]) -> Calla
     """``Module.to`` replaces a parameter moved between host and device instead of swapping its data."""
     @functools.wraps(original)
     def compatible(a: torch.Tensor, b: torch.Tensor) -> bool:
-        return original(a, b) and isinstance(a, DeviceTensor) == isinstance(b, DeviceTensor)
+        return isinstance(a, DeviceTensor) == isinstance(b, DeviceTensor) and original(a, b)
 
     return compatible
 
