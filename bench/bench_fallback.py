@@ -144,7 +144,69 @@ def install() -> Iterator[dict[str, Any]]:
     yield {"name": "install: register the MPS table", "overloads": len(missing), "seconds": best}
 
 
+def _training(device: str, steps: int = 5) -> float:
+    """A small CUDA-style training loop with ops MPS lacks (adaptive_max_pool3d, multilabel_margin_loss,
+    heaviside); returns the last loss."""
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    conv = torch.nn.Conv3d(2, 4, 3).to(device)
+    head = torch.nn.Linear(4 * 2 * 2 * 2, 5).to(device)
+    optimizer = torch.optim.SGD([*conv.parameters(), *head.parameters()], lr=0.01)
+    x = torch.randn(8, 2, 8, 8, 8, device=device)
+    labels = torch.randint(-1, 5, (8, 5), device=device)
+    loss = torch.zeros((), device=device)
+    for _ in range(steps):
+        optimizer.zero_grad()
+        features = F.adaptive_max_pool3d(conv(x), 2).flatten(1)
+        scores = head(features * torch.heaviside(features.detach(), torch.tensor(1.0, device=device)))
+        loss = F.multilabel_margin_loss(scores, labels)
+        loss.backward()
+        optimizer.step()
+    return loss.item()
+
+
+def simulated_program() -> Iterator[dict[str, Any]]:
+    """The fallback engine's cost on the simulated Mac (``mps-sim``): a training loop with ops MPS lacks,
+    against the same loop on the CPU with torchdevice not installed (alternating rounds, one process), and
+    the time spent in the fallback routes (the CPU and MLX routes' own time, timed around each call)."""
+    import torchdevice
+    from torchdevice.fallback import route
+
+    spent = [0.0]
+
+    def timed(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[0] += time.perf_counter() - start
+        return call
+
+    native_s = simulated_s = fallback_s = float("inf")
+    on_cpu, on_mlx = route.on_cpu, route.on_mlx
+    for _ in range(ROUNDS):
+        native_s = min(native_s, per_call(lambda: _training("cpu"), number=1, repeat=1))
+        with torchdevice.installed("mps-sim"):
+            route.on_cpu, route.on_mlx = timed(on_cpu), timed(on_mlx)
+            try:
+                _training("cuda")  # first call: verdicts, caches
+                spent[0] = 0.0
+                start = time.perf_counter()
+                _training("cuda")
+                simulated_s = min(simulated_s, time.perf_counter() - start)
+                fallback_s = min(fallback_s, spent[0])
+            finally:
+                route.on_cpu, route.on_mlx = on_cpu, on_mlx
+    report = torchdevice.report()["fallbacks"]
+    yield {"name": "mps-sim: 5 training steps with adaptive_max_pool3d, heaviside, multilabel_margin_loss",
+           "native_cpu_s": native_s, "mps_sim_s": simulated_s, "in_fallback_routes_s": fallback_s,
+           "mps_sim_over_native": simulated_s / native_s, "fell_back": sorted(report)}
+
+
 def run() -> Iterator[dict[str, Any]]:
+    yield from simulated_program()
     yield from routes()
     yield from conversion()
     yield from decision_overhead()

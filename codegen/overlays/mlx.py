@@ -84,6 +84,10 @@ class MlxOp:
     """A divisor checked for zeros in integer division (torch raises ``ZeroDivisionError``, MLX does not)."""
     representable: str | None = None
     """A scalar torch converts to the input's dtype, checked to fit it (torch raises on overflow)."""
+    integer_power: str | None = None
+    """A scalar exponent checked: an integral tensor to a negative integral power raises in torch."""
+    unit_interval: str | None = None
+    """A tensor checked to hold values in [0, 1] only (torch raises for others, MLX computes nan)."""
     opmath: bool = False
     """float16 and bfloat16 inputs are computed in float32 and the result rounded once, as torch's kernels
     do (reductions, softmax, division): MLX would accumulate in half precision."""
@@ -123,7 +127,8 @@ class MlxOp:
         """The parameters the data checks read."""
         index = self.index_range
         names = {index.index, index.of, *([index.dim] if isinstance(index.dim, str) else [])} if index else set()
-        return frozenset(names | {p for p in (self.nonzero, self.representable) if p})
+        checked = (self.nonzero, self.representable, self.integer_power, self.unit_interval)
+        return frozenset(names | {p for p in checked if p})
 
     @property
     def input_cast(self) -> tuple[str, str] | None:

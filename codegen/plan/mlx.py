@@ -194,6 +194,10 @@ class Shim:
             out.append(f"_checks.nonzero_divisor({self.key!r}, _x_{self.op.nonzero}, {dtype})")
         if self.op.representable is not None:
             out.append(f"_checks.representable({self.key!r}, {self.op.representable}, {self.first_tensor}.dtype)")
+        if self.op.integer_power is not None:
+            out.append(f"_checks.integer_power({self.key!r}, self, {self.op.integer_power})")
+        if self.op.unit_interval is not None:
+            out.append(f"_checks.unit_interval({self.key!r}, _x_{self.op.unit_interval})")
         return tuple(out)
 
     @property
@@ -207,7 +211,7 @@ class Shim:
 
     def validate(self) -> None:
         """Raise ShimError for a record that cannot produce a working shim."""
-        read = [self.op.index_range.index if self.op.index_range else None, self.op.nonzero]
+        read = [self.op.index_range.index if self.op.index_range else None, self.op.nonzero, self.op.unit_interval]
         unconverted = [n for n in read if n is not None and n not in self.converted]
         if unconverted:
             raise self.fail(f"data checks read parameters that are not passed to MLX: {unconverted}")

@@ -842,6 +842,7 @@ def aten_pow(*, self, exponent):
     _mlx_common = torch.result_type(self, exponent)
     _x_self = _b.arg(self, _mlx_common)
     _x_exponent = _b.arg(exponent, _mlx_common)
+    _checks.integer_power('pow', self, exponent)
     try:
         _mlx_result = mlx.core.power(_x_self, _x_exponent)
         return _b.to_torch(_mlx_result, _mlx_device)
@@ -1764,6 +1765,7 @@ def aten_binary_cross_entropy(*, self, target, weight=None, reduction=1):
     _x_target = _b.arg(target)
     _x_weight = _b.arg(weight)
     _x_reduction = _b.translate_reduction(reduction, self)
+    _checks.unit_interval('binary_cross_entropy', _x_self)
     try:
         _mlx_result = mlx.nn.losses.binary_cross_entropy(
             _x_self,

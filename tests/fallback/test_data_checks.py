@@ -1,7 +1,8 @@
 """Checks that need the data: an index out of range or an integer division by zero gets torch's own
 exception, type and message, through the MLX route; valid calls still run on MLX.
 
-The generated shims make the checks their overlay records name (``index_range``, ``nonzero``);
+The generated shims make the checks their overlay records name (``index_range``, ``nonzero``,
+``integer_power``, ``unit_interval``); in-place calls are checked to cast into their tensor's dtype;
 ``unchecked`` is the same MLX call without the check.
 """
 
@@ -41,6 +42,20 @@ CASES = {
         lambda: torch.floor_divide(torch.tensor([4, 5]), 0),
     ], [lambda: torch.floor_divide(torch.tensor([4, -5]), torch.tensor([2, 3])),
         lambda: torch.floor_divide(torch.tensor([4.0, 5.0]), torch.tensor([2.0, 0.0]))]),  # float: inf, no error
+    "pow": ("aten::pow.Tensor_Scalar", SHIMS["pow"], [
+        lambda: torch.pow(torch.arange(1, 4), -2),
+        lambda: torch.tensor([2, 3], dtype=torch.int32) ** -1,
+    ], [lambda: torch.pow(torch.arange(1.0, 4.0), -2), lambda: torch.pow(torch.arange(1, 4), 2)]),
+    "binary_cross_entropy": ("aten::binary_cross_entropy", SHIMS["binary_cross_entropy"], [
+        lambda: F.binary_cross_entropy(torch.tensor([1.5, 0.2]), torch.tensor([1.0, 0.0])),
+        lambda: F.binary_cross_entropy(torch.tensor([-0.5, 0.2]), torch.tensor([1.0, 0.0])),
+        lambda: F.binary_cross_entropy(torch.tensor([float("nan"), 0.2]), torch.tensor([1.0, 0.0])),
+    ], [lambda: F.binary_cross_entropy(torch.tensor([0.0, 0.2, 1.0]), torch.tensor([1.0, 0.0, 1.0]))]),
+    # torch's meta kernel of mul_ does not check the cast into self's dtype; the route checks it
+    "mul_": ("aten::mul_.Tensor", SHIMS["mul"], [
+        lambda: torch.arange(4).mul_(1.5),
+        lambda: torch.arange(4).mul_(torch.full((4,), 0.5)),
+    ], [lambda: torch.arange(4.0).mul_(1.5), lambda: torch.arange(4).mul_(2)]),
 }
 
 

@@ -81,3 +81,14 @@ def test_cuda_program_with_prefer_mlx_gives_native_results(fallbacks):
     assert_same_training(through_mlx, native)
     used = {op for op in MLX_ROUTES if fallbacks[op, "mlx"]}
     assert bool(used) == bool(MLX_ROUTES)  # every verified shim the program reaches ran on MLX
+
+
+def test_cuda_program_on_the_simulated_mac_with_the_whole_table(fallbacks):
+    """The same program on ``mps-sim``: all of MPS's missing kernels and its float64 refusal, not chosen ops."""
+    with torchdevice.installed("cpu"):
+        native = train()
+    with torchdevice.installed("mps-sim"):
+        on_mac = train()
+    assert_same_training(on_mac, native)
+    assert fallbacks["aten::mean", "cpu"] == 4  # the float64 accuracies: MPS has no float64
+    assert fallbacks["aten::topk", "cpu"] == 0  # MPS has topk

@@ -1,4 +1,4 @@
-"""``torchdevice run [--devices N] SCRIPT [ARGS...]`` and ``torchdevice run [--devices N] -m MODULE [ARGS...]``.
+"""``torchdevice run [--target T] [--devices N] SCRIPT [ARGS...]`` and ``torchdevice run [...] -m MODULE [ARGS...]``.
 
 Runs the program as ``python SCRIPT ARGS`` (or ``python -m MODULE ARGS``) would, with the runtime
 installed first, in this process and in every Python process the program starts: same ``sys.argv``,
@@ -28,7 +28,12 @@ _OWN_MODULES = (__name__, "runpy")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.usage = "torchdevice run [-h] [--devices N] (SCRIPT | -m MODULE) [ARGS...]"
+    from torchdevice.runtime.devices import TARGETS
+
+    parser.usage = "torchdevice run [-h] [--target T] [--devices N] (SCRIPT | -m MODULE) [ARGS...]"
+    parser.add_argument("--target", choices=TARGETS, metavar="{" + ",".join(TARGETS) + "}",
+                        help="where \"cuda\" goes (default: $TORCHDEVICE_TARGET, else the best device here); "
+                             "mps-sim: Apple silicon's kernels and dtypes, simulated on this machine")
     parser.add_argument("--devices", type=_positive, metavar="N",
                         help="emulate N CUDA devices, each of them the target (default: $TORCHDEVICE_DEVICES, else 1)")
     parser.add_argument("-m", dest="run_module", nargs=argparse.REMAINDER, metavar="MODULE [ARGS...]",
@@ -53,15 +58,15 @@ def run(args: argparse.Namespace) -> int:
             print(f"torchdevice run: No module named {module[0]}", file=sys.stderr)
             return 1
     import torchdevice
-    from torchdevice.runtime.devices import resolve_target
+    from torchdevice.runtime.devices import resolve_target, target_name
 
     try:
-        target = resolve_target()  # a bad TORCHDEVICE_TARGET is the user's input: one line, not a traceback
+        target = resolve_target(args.target)  # a bad TORCHDEVICE_TARGET is the user's input: one line, not a traceback
     except (ValueError, RuntimeError) as exc:
         print(f"torchdevice run: {str(exc).removeprefix('torchdevice: ')}", file=sys.stderr)
         return 2
     with warnings.catch_warnings(record=True) as caught:  # no program line to point at yet: said plainly
-        torchdevice.install(target, devices=args.devices)
+        torchdevice.install(target_name(target), devices=args.devices)
     for warning in caught:
         print(f"torchdevice run: {warning.category.__name__}: {str(warning.message).removeprefix('torchdevice: ')}",
               file=sys.stderr)

@@ -50,6 +50,7 @@ import torch
 from torchdevice.fallback.cache import CapabilityCache
 from torchdevice.fallback.engine import Engine, mlx_shims
 from torchdevice.fallback.target import Target, for_device
+from torchdevice.runtime.devices import is_simulated
 from torchdevice.runtime.patching import Patcher
 
 __all__ = ["Engine", "Target", "activate"]
@@ -58,6 +59,10 @@ __all__ = ["Engine", "Target", "activate"]
 def activate(patcher: Patcher, target: torch.device | Target, options: dict[str, Any]) -> None:
     """Complete ``target``'s kernels until ``patcher.restore()``; ``options["prefer_mlx"]`` sends every
     op with a verified MLX shim to MLX first."""
+    if isinstance(target, torch.device) and is_simulated(target):
+        from torchdevice.fallback import mps_sim
+
+        target = mps_sim.activate(patcher).target()
     spec = target if isinstance(target, Target) else for_device(target)
     if spec is None:
         return

@@ -70,3 +70,18 @@ def representable(op: str, value: object, dtype: torch.dtype) -> None:
     finite = not isinstance(value, float) or abs(value) != float("inf") and value == value
     if finite and not info.min <= value <= info.max:
         raise Rejected(f"{op}: {value!r} overflows {dtype}")
+
+
+def integer_power(op: str, base: object, exponent: object) -> None:
+    """Refuse an integral tensor raised to a negative integral scalar (torch raises ``Integers to negative
+    integer powers are not allowed.``; MLX computes 0)."""
+    if (isinstance(base, torch.Tensor) and not (base.dtype.is_floating_point or base.dtype.is_complex)
+            and isinstance(exponent, int) and not isinstance(exponent, bool) and exponent < 0):
+        raise Rejected(f"{op}: integer to a negative integer power")
+
+
+def unit_interval(op: str, values: mx.array) -> None:
+    """Refuse values outside [0, 1], nan included (torch's ``binary_cross_entropy`` raises ``all elements
+    of input should be between 0 and 1``; MLX computes nan)."""
+    if values.size and not mx.all((values >= 0) & (values <= 1)).item():
+        raise Rejected(f"{op}: values outside [0, 1]")

@@ -1,20 +1,25 @@
-"""A simulated MPS target for machines without one (tests, benchmarks), through PyTorch's dispatcher.
+"""MPS's kernels simulated on the CPU, through PyTorch's dispatcher: the ops it lacks raise MPS's errors.
 
-While a :class:`SimulatedMPS` is entered, this thread includes the ``PrivateUse1`` dispatch key,
-so every op on CPU tensors dispatches to ``PrivateUse1`` first, where a backend fallback runs it
-on the CPU; except the ops chosen as missing, which raise MPS's missing-kernel
-``NotImplementedError``, and the ops chosen as lacking float64, which raise MPS's ``TypeError``
-when given float64. The fallback engine registers its kernels under ``PrivateUse1`` and sees
-exactly what it sees under ``MPS`` on a Mac. ``attempts`` counts the calls each chosen op got;
-``raised`` keeps the exceptions the simulated device's kernels raised.
+Ops dispatched with ``PrivateUse1`` among the thread's included keys reach a backend fallback
+registered there, which runs each op on the CPU, except the ops MPS has no kernel for, which raise
+MPS's missing-kernel ``NotImplementedError``, and calls with float64 (or complex128) where MPS
+refuses them, which raise MPS's ``TypeError``. The fallback engine registers its kernels under
+``PrivateUse1`` and sees exactly what it sees under ``MPS`` on a Mac.
+
+Two users: the ``mps-sim`` target (:mod:`.mps_sim`) includes the key for each call on its device
+tensors, with Apple silicon's whole table (:meth:`SimulatedMPS.apple`); tests and benchmarks enter a
+:class:`SimulatedMPS` with chosen ops, which includes the key for the whole thread (every CPU tensor
+is then a device tensor). ``attempts`` counts the calls each chosen op got; ``raised`` keeps the
+exceptions the simulated kernels raised.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -36,62 +41,105 @@ NO_FLOAT64 = (
     "Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
     "Please use float32 instead."
 )
+WIDE = frozenset({torch.float64, torch.complex128})
+"""The dtypes MPS has no tensors of."""
+EVERY_OP = "*"
+"""``no_float64=EVERY_OP``: every op refuses float64, as on MPS."""
 
 
 @dataclass(frozen=True)
 class SimulatedTarget(Target):
     """The simulated device: CPU tensors, kernels under ``PrivateUse1``, MPS's error messages."""
 
-    plain: DispatchKeySet = field(default_factory=torch._C._dispatch_tls_local_include_set)
-    """The thread's included keys without the simulation: what :meth:`escape` returns to."""
-
     def escape(self) -> contextlib.AbstractContextManager[object]:
-        return torch._C._ForceDispatchKeyGuard(self.plain, torch._C._dispatch_tls_local_exclude_set())
+        return torch._C._ForceDispatchKeyGuard(_outside.keys, torch._C._dispatch_tls_local_exclude_set())
+
+
+class _Outside(threading.local):
+    keys: DispatchKeySet = DispatchKeySet(DispatchKey.Undefined)
+    """The thread's included dispatch keys where the simulated device was entered (a key set's
+    ``remove`` keeps the backend bit, so the set is kept, not computed)."""
+
+
+_outside = _Outside()
+
+
+@contextlib.contextmanager
+def including(exclude: DispatchKeySet | None = None) -> Iterator[None]:
+    """A block whose ops on CPU tensors dispatch to the simulated device first (``exclude``: keys to
+    leave out as well)."""
+    outside, before = torch._C._dispatch_tls_local_include_set(), _outside.keys
+    excluded = torch._C._dispatch_tls_local_exclude_set()
+    _outside.keys = outside
+    try:
+        with torch._C._ForceDispatchKeyGuard(outside.add(DispatchKey.PrivateUse1),
+                                             excluded if exclude is None else excluded | exclude):
+            yield
+    finally:
+        _outside.keys = before
 
 
 def uses_float64(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
-    return any(
-        (isinstance(x, torch.Tensor) and x.dtype == torch.float64) or x is torch.float64
-        for x in pytree.tree_leaves((args, kwargs))
-    )
+    """Whether a call has a float64 or complex128 tensor, or asks for one."""
+    return any((isinstance(x, torch.Tensor) and x.dtype in WIDE) or x in WIDE
+               for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, (torch.Tensor, torch.dtype)))
 
 
 class SimulatedMPS:
-    """``with SimulatedMPS(missing=..., no_float64=...) as target:`` (op names without ``aten::``,
-    any overload); ``table_missing``/``try_first`` become the target's kernel table."""
+    """``with SimulatedMPS(missing=..., no_float64=...) as target:`` (op names without ``aten::``, any
+    overload; ``missing_overloads``: aten overload names; ``no_float64=EVERY_OP``: all ops);
+    ``table_missing``/``try_first`` become the target's kernel table."""
 
     def __init__(self, *, missing: Iterable[str] = (), no_float64: Iterable[str] = (),
-                 table_missing: Iterable[str] = (), try_first: Iterable[str] = ()) -> None:
+                 table_missing: Iterable[str] = (), try_first: Iterable[str] = (),
+                 missing_overloads: Iterable[str] = (), name: str = NAME) -> None:
         self.missing = frozenset(missing)
-        self.no_float64 = frozenset(no_float64)
+        self.missing_overloads = frozenset(missing_overloads)
+        self.no_float64 = no_float64 if no_float64 == EVERY_OP else frozenset(no_float64)
         self.table = (frozenset(table_missing), frozenset(try_first))
+        self.name = name
         self.attempts: Counter[str] = Counter()
         self.raised: list[BaseException] = []
         self._stack = contextlib.ExitStack()
 
-    def __enter__(self) -> SimulatedTarget:
-        plain = torch._C._dispatch_tls_local_include_set()
-        target = SimulatedTarget(NAME, torch.device("cpu"), "PrivateUse1", "MPS", *self.table,
-                                 frozenset(), plain)
+    @classmethod
+    def apple(cls, name: str = NAME) -> SimulatedMPS:
+        """Apple silicon with the torch this package was built for: every overload of the generated
+        kernel table missing, float64 refused by every op."""
+        from torchdevice_generated.fallback_table import MISSING_ON_MPS, TRY_ON_MPS
+
+        return cls(missing_overloads=MISSING_ON_MPS, no_float64=EVERY_OP, table_missing=MISSING_ON_MPS,
+                   try_first=TRY_ON_MPS, name=name)
+
+    def target(self) -> SimulatedTarget:
+        return SimulatedTarget(self.name, torch.device("cpu"), "PrivateUse1", "MPS", *self.table)
+
+    def register(self) -> torch.library.Library:
+        """Register the simulated kernels; they stay registered while the returned library is alive."""
         library = torch.library.Library("_", "IMPL")
-        self._stack.callback(library._destroy)
-        library.fallback(self._kernel(target), "PrivateUse1", with_keyset=True)
-        simulated = plain.add(DispatchKey.PrivateUse1)
-        excluded = torch._C._dispatch_tls_local_exclude_set()
-        self._stack.enter_context(torch._C._ForceDispatchKeyGuard(simulated, excluded))
-        return target
+        library.fallback(self._kernel(self.target()), "PrivateUse1", with_keyset=True)
+        return library
+
+    def __enter__(self) -> SimulatedTarget:
+        self._stack.callback(self.register()._destroy)
+        self._stack.enter_context(including())
+        return self.target()
 
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
 
     def _kernel(self, target: SimulatedTarget):
+        missing, overloads, no_float64 = self.missing, self.missing_overloads, self.no_float64
+
         def simulated_kernel(keyset: Any, op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
             name = op._schema.name.removeprefix("aten::")
-            if name in self.missing or name in self.no_float64:
+            lacks = name in missing or op._name in overloads
+            refuses_float64 = no_float64 == EVERY_OP or name in no_float64
+            if name in missing or name in no_float64:
                 self.attempts[name] += 1
-            if name in self.missing:
+            if lacks:
                 raise NotImplementedError(MISSING.format(op=op._name))
-            if name in self.no_float64 and uses_float64(args, kwargs):
+            if refuses_float64 and uses_float64(args, kwargs):
                 raise TypeError(NO_FLOAT64)
             with target.escape():
                 try:

@@ -107,13 +107,37 @@ def written(op: torch._ops.OpOverload) -> tuple[int | str, ...]:
 
 
 def expect(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """:func:`meta_outputs`, with a call torch rejects refused as :class:`Rejected`."""
+    """:func:`meta_outputs`, with a call torch rejects refused as :class:`Rejected`; an in-place call whose
+    result (its functional op's, on meta tensors) cannot be cast to ``self``'s dtype is rejected too, as
+    torch's kernels reject it (``mul_`` of an integer tensor by a float: "result type Float can't be cast
+    to the desired output type Long"), though some meta kernels do not."""
     try:
-        return meta_outputs(op, args, kwargs)
+        result = meta_outputs(op, args, kwargs)
+        functional = _functional(op)
+        if functional is not None and args and isinstance(args[0], torch.Tensor):
+            computed = meta_outputs(functional, args, kwargs)
+            if isinstance(computed, torch.Tensor) and not torch.can_cast(computed.dtype, args[0].dtype):
+                raise Rejected(f"{op._name}: result type {computed.dtype} cannot be cast to {args[0].dtype}")
+        return result
     except Declined:
         raise
     except Exception as exc:  # whatever torch raises for the call, the kernel that runs it raises
         raise Rejected(f"{op._name}: torch rejects the call") from exc
+
+
+@cache
+def _functional(op: torch._ops.OpOverload) -> torch._ops.OpOverload | None:
+    """The functional op of in-place ``op`` (``aten::mul.Tensor`` for ``aten::mul_.Tensor``), if it has one
+    with a meta kernel."""
+    name = op._schema.name.removeprefix("aten::")
+    if not name.endswith("_") or name.startswith("_") or not written(op) == (0,):
+        return None
+    packet = getattr(torch.ops.aten, name[:-1], None)
+    functional = getattr(packet, op._overloadname, None) if packet is not None else None
+    if functional is None or not checkable(functional):
+        return None
+    parameters = [str(a.type) for a in op._schema.arguments]  # pow_.Scalar's functional is pow.Tensor_Scalar
+    return functional if [str(a.type) for a in functional._schema.arguments] == parameters else None
 
 
 def conform(op: str, value: Any, expected: Any) -> Any:

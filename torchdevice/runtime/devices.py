@@ -19,7 +19,9 @@ import warnings
 
 import torch
 
-TARGETS = ("cpu", "mps", "cuda")
+TARGETS = ("cpu", "mps", "mps-sim", "cuda")
+SIMULATED_MPS = "mps-sim"
+"""Apple silicon simulated on a machine without MPS: the device ``mps:0`` (see :mod:`torchdevice.fallback.mps_sim`)."""
 
 _CACHEABLE = (str, int, torch.device, torch.dtype, type(None))
 """Key types worth caching: a small, finite set of values in any program (tensors are not)."""
@@ -41,11 +43,23 @@ def resolve_target(requested: str | torch.device | None = None) -> torch.device:
     kind = name.type if isinstance(name, torch.device) else str(name).partition(":")[0]
     if kind not in TARGETS:
         raise ValueError(f"torchdevice: unknown target {name!r}{source}; expected one of {', '.join(TARGETS)}")
+    if kind == SIMULATED_MPS:
+        return torch.device("mps") if torch.backends.mps.is_available() else torch.device("mps", 0)
     if kind == "mps" and not torch.backends.mps.is_available():
         raise RuntimeError(f"torchdevice: target 'mps' requested{source} but MPS is not available on this machine")
     if kind == "cuda" and not torch.cuda.is_available():
         raise RuntimeError(f"torchdevice: target 'cuda' requested{source} but CUDA is not available on this machine")
     return torch.device(kind)
+
+
+def is_simulated(device: torch.device) -> bool:
+    """Whether ``device`` is the simulated Apple silicon (MPS on a machine without it)."""
+    return device.type == "mps" and not torch.backends.mps.is_available()
+
+
+def target_name(device: torch.device) -> str:
+    """The target's name as :func:`resolve_target` takes it (``"mps-sim"`` for the simulated MPS)."""
+    return SIMULATED_MPS if is_simulated(device) else device.type
 
 
 def resolve_devices(requested: int | None = None) -> int:

@@ -78,7 +78,7 @@ def target() -> torch.device:
 
 
 def _on_mps() -> bool:
-    return target().type == "mps"
+    return target().type == "mps" and torch.backends.mps.is_available()  # the simulated MPS: as the CPU
 
 
 def unsupported(name: str, why: str, is_class: bool) -> Any:

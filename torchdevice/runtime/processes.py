@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from _torchdevice_startup import VARIABLE
-from torchdevice.runtime.devices import resolve_target
+from torchdevice.runtime.devices import resolve_target, target_name
 from torchdevice.runtime.patching import Patcher
 
 KEYS = ("target", "devices", "prefer_mlx")
@@ -38,7 +38,7 @@ def propagate(patcher: Patcher, target: torch.device, prefer_mlx: bool, devices:
     """Set ``TORCHDEVICE_INSTALL`` for processes started from now on; ``patcher.restore()`` removes it."""
     if os.environ.get(VARIABLE) == "0":
         return
-    items = {"target": target.type, "devices": devices, "prefer_mlx": 1 if prefer_mlx else None}
+    items = {"target": target_name(target), "devices": devices, "prefer_mlx": 1 if prefer_mlx else None}
     os.environ[VARIABLE] = ",".join(f"{key}={value}" for key, value in items.items() if value is not None)
     patcher.defer(_forget)
 
@@ -58,7 +58,7 @@ def install_inherited() -> torch.device:
         warnings.warn(f"torchdevice: {VARIABLE}={value!r}: {exc}; installing with the defaults", stacklevel=2)
         arguments = {}
     try:
-        arguments["target"] = resolve_target(arguments.get("target"))
+        arguments["target"] = target_name(resolve_target(arguments.get("target")))
     except (ValueError, RuntimeError) as exc:  # the parent's target is not one this process can have
         raise type(exc)(f"{exc} ({VARIABLE}={value})") from None
     return torchdevice.install(**arguments)

@@ -1,0 +1,103 @@
+"""The mps-sim target places tensors as a Mac does: device tensors are MPS tensors, host tensors stay host
+tensors, mixing them raises, and MPS's whole kernel table and float64 refusal are what the engine meets."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from fallback_support import Fallbacks
+from torchdevice_generated.fallback_table import MISSING_ON_MPS
+
+import torchdevice
+from torchdevice.fallback.engine import overload
+from torchdevice.fallback.simulated import MISSING, NO_FLOAT64, SimulatedMPS
+
+
+@pytest.fixture
+def mac():
+    with torchdevice.installed("mps-sim") as device:
+        yield device
+
+
+def test_device_tensors_are_mps_tensors(mac):
+    x = torch.ones(2, 3, device="cuda")
+    assert (x.device.type, str(x.device), x.is_mps, x.is_cuda, x.get_device()) == ("mps", "mps:0", True, True, 0)
+    assert (x + 1).device.type == "mps" and (x @ x.T).is_mps
+    assert repr(x[0]) == "tensor([1., 1., 1.], device='mps:0')"
+    assert torch.device("cuda", 0) and torch.zeros(1, device="cuda:0").is_mps  # cuda:0 is the one device
+
+
+def test_host_tensors_stay_host_tensors_and_are_no_fallbacks(mac):
+    fallbacks = Fallbacks()
+    h = torch.arange(6.0).reshape(2, 3)
+    y = torch.cumsum(h, 0) * 2 + torch.heaviside(h, torch.tensor(0.5))  # heaviside: no MPS kernel
+    assert type(y) is torch.Tensor and y.device.type == "cpu" and not y.is_mps
+    assert fallbacks.total() == 0
+
+
+def test_mixing_a_device_tensor_with_a_host_tensor_raises_as_on_mps(mac):
+    x = torch.ones(3, device="cuda")
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device.*mps:0 and cpu"):
+        x + torch.ones(3)
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.ones(3) * x
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.nn.Linear(3, 2)(x)  # the model left on the host: the Mac's most common error
+    assert (x * torch.tensor(2.0)).is_mps  # a host scalar tensor is allowed, as on a GPU
+    assert x[torch.tensor([0, 2])].is_mps  # host indices too
+
+
+def test_moves_copy_between_host_and_device(mac):
+    h = torch.zeros(3)
+    x = h.to("cuda")
+    assert x.is_mps and x is not h
+    x.add_(1)
+    assert h.tolist() == [0.0, 0.0, 0.0]  # a copy, not an alias
+    assert x.to("cuda") is x and x.cuda() is x
+    back = x.cpu()
+    assert type(back) is torch.Tensor and back.device.type == "cpu" and back.tolist() == [1.0, 1.0, 1.0]
+    back.add_(1)
+    assert x.tolist() == [1.0, 1.0, 1.0]
+    assert x.to("cpu", torch.float16).dtype == torch.float16
+    with pytest.raises(TypeError, match="can't convert mps:0 device type tensor to numpy"):
+        x.numpy()
+
+
+def test_modules_and_gradients_live_on_the_device(mac):
+    model = torch.nn.Linear(3, 2).cuda()
+    assert all(p.is_mps and isinstance(p, torch.nn.Parameter) for p in model.parameters())
+    model(torch.randn(4, 3, device="cuda"))[:, 0].sum().backward()  # select's backward makes host zeros in C++
+    assert all(p.grad.is_mps for p in model.parameters())
+
+
+def test_every_overload_of_the_table_raises_mps_error():
+    """The simulated device lacks every overload the generated table lists, with MPS's own message."""
+    assert len(MISSING_ON_MPS) == 364
+    sim = SimulatedMPS.apple()
+    kernel = sim._kernel(sim.target())
+    checked = 0
+    for name in MISSING_ON_MPS:
+        op = overload(name)
+        if op is None:
+            continue
+        with pytest.raises(NotImplementedError) as caught:
+            kernel(None, op)
+        assert str(caught.value) == MISSING.format(op=name)
+        checked += 1
+    assert checked > 300
+
+
+def test_simulated_kernels_refuse_float64_as_mps():
+    with SimulatedMPS.apple(), pytest.raises(TypeError) as caught:
+        torch.ones(2, dtype=torch.float64).exp()
+    assert str(caught.value) == NO_FLOAT64
+
+
+def test_uninstall_restores_torch():
+    compatible, registry = torch._has_compatible_shallow_copy_type, list(torch.serialization._package_registry)
+    with torchdevice.installed("mps-sim"):
+        assert torch.zeros(1, device="cuda").is_mps
+    assert torch._has_compatible_shallow_copy_type is compatible
+    assert torch.serialization._package_registry == registry
+    with pytest.raises(RuntimeError):
+        torch.zeros(1, device="mps")  # no simulated device left

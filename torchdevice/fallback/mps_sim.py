@@ -1,0 +1,249 @@
+"""The ``mps-sim`` target: Apple silicon simulated on any machine, placement included.
+
+Device tensors are :class:`DeviceTensor`\\ s: host memory, but ``x.device`` is ``mps:0`` and
+``x.is_mps`` is True, as torch's Python code and the program see them; host tensors stay plain
+tensors, untouched. Where the device tensors come from: factories and moves name ``mps:0`` (what
+``"cuda"`` means on this target), which dispatch to the ``MPS`` key, where a backend fallback makes
+the tensor on the host and marks it (:func:`_allocate`).
+
+Each op on device tensors runs as on a Mac (:meth:`DeviceTensor.__torch_dispatch__`): on MPS's
+simulated kernels (:mod:`.simulated`, with Apple silicon's whole table), through the fallback
+engine's kernels registered under ``PrivateUse1``, as they are under ``MPS`` on a Mac. Calls with
+float64 or complex128, which MPS refuses, run on the CPU and are reported as fallbacks: the program
+sees CUDA's dtypes and values, the tensors still on the device. A Python call that mixes a device
+tensor with a host tensor of one element or more raises MPS's error (:func:`_check_placement`), as
+do ``.numpy()`` and the like; ``.cpu()``/``.to("cpu")`` copy to the host.
+
+What it cannot show: speed, memory use (the CPU computes everything), and which exact kernels the
+C++ code of an op picks on a Mac (torch's C++ sees CPU tensors).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch._C import DispatchKey, DispatchKeySet
+from torch.utils import _pytree as pytree
+
+from torchdevice.fallback.simulated import WIDE, SimulatedMPS, including, uses_float64
+from torchdevice.runtime.patching import Patcher
+from torchdevice.runtime.report import record_fallback
+
+DEVICE = torch.device("mps", 0)
+CPU = torch.device("cpu")
+NAME = "mps-sim"
+"""The target's name in the capability cache."""
+_GRAD: Any = vars(torch._C.TensorBase)["grad"]
+_PYTHON = DispatchKeySet(DispatchKey.Python) | DispatchKeySet(DispatchKey.PythonTLSSnapshot)
+_HOST_ARGUMENTS = frozenset({
+    "to", "copy_", "__getitem__", "__setitem__", "index_put_", "index_put", "new_tensor", "set_",
+    "_pack_padded_sequence", "_pad_packed_sequence", "lstm", "gru", "rnn_tanh", "rnn_relu", "ctc_loss",
+})
+"""Python calls that take host tensors with device tensors, as on a GPU (copies, indices, lengths)."""
+_HOST_RESULTS = {"_pack_padded_sequence": 1, "_pad_packed_sequence": 1}
+"""Ops that return a host tensor at this position on every device (a packed sequence's batch sizes)."""
+
+
+class DeviceTensor(torch.Tensor):
+    """A tensor of the simulated device, in host memory."""
+
+    device = property(lambda self: DEVICE, doc="The simulated device, ``mps:0``.")  # type: ignore[assignment]
+    is_mps = property(lambda self: True)  # type: ignore[assignment]
+    is_cpu = property(lambda self: False)  # type: ignore[assignment]
+
+    def get_device(self) -> int:
+        return 0
+
+    @property  # type: ignore[override]
+    def grad(self) -> torch.Tensor | None:
+        """The gradient, on the device: one that torch's C++ made on the host (a backward formula's
+        zeros) is marked as the device's."""
+        grad = _GRAD.__get__(self)
+        if grad is not None and type(grad) is torch.Tensor:
+            grad = on_device(grad)
+            _GRAD.__set__(self, grad)
+        return grad
+
+    @grad.setter
+    def grad(self, value: torch.Tensor | None) -> None:
+        _GRAD.__set__(self, value)
+
+    def tolist(self) -> Any:
+        return host_view(self).tolist()
+
+    def numpy(self, *, force: bool = False) -> Any:
+        if force:
+            return host_view(self).numpy(force=True)
+        raise TypeError("can't convert mps:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor "
+                        "to host memory first.")
+
+    def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
+        """As torch prints a tensor of ``mps:0``: ``tensor([...], device='mps:0'[, dtype=...][, grad_fn=...])``."""
+        text = torch._tensor_str._str(host_view(self), tensor_contents=tensor_contents)
+        end = re.search(r", (?:size|dtype)=[^\n]*\)$", text)
+        at = end.start() if end else len(text) - 1
+        text = f"{text[:at]}, device='{DEVICE}'{text[at:]}"
+        if self.grad_fn is not None:
+            return f"{text[:-1]}, grad_fn=<{type(self.grad_fn).__name__}>)"
+        return f"{text[:-1]}, requires_grad=True)" if self.requires_grad else text
+
+    def __format__(self, spec: str) -> str:
+        return self.item().__format__(spec) if self.dim() == 0 else object.__format__(self, spec)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """Saved as a host tensor (``torch.save``, pickling to other processes)."""
+        return self.cpu().__reduce_ex__(protocol)
+
+    @classmethod
+    def __torch_function__(cls, func: Callable[..., Any], types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", None)
+        if name == "to" or name == "cpu":
+            return _to(*args, **kwargs) if name == "to" else _to(args[0], CPU)
+        if name not in _HOST_ARGUMENTS:
+            _check_placement(args, kwargs)
+        with torch._C.DisableTorchFunctionSubclass():
+            value = func(*args, **kwargs)
+        # what torch's C++ made of device tensors with their options (a host device) is the device's
+        return value if isinstance(kwargs.get("device"), (str, torch.device)) else _placed(name, value, args, kwargs)
+
+    @classmethod
+    def __torch_dispatch__(cls, func: torch._ops.OpOverload, types: Any, args: Any = (),  # type: ignore[override]
+                           kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        to_host = kwargs.get("device") == CPU
+        with torch._C.DisableTorchFunctionSubclass():
+            if func.namespace != "aten" or to_host:
+                with torch._C._ExcludeDispatchKeyGuard(_PYTHON):
+                    value = func(*args, **kwargs)
+            elif uses_float64(args, kwargs):  # MPS has no float64: the CPU computes it, the device keeps it
+                with torch._C._ExcludeDispatchKeyGuard(_PYTHON):
+                    value = func(*args, **kwargs)
+                record_fallback(func._name, "cpu")
+            else:
+                value = _simulated(func, args, kwargs)
+        return value if to_host else _placed(func._opname, value, args, kwargs)
+
+
+def on_device(x: torch.Tensor) -> DeviceTensor:
+    """Host tensor ``x`` marked as the device's (the same memory, the same place in the autograd graph)."""
+    with torch._C._ExcludeDispatchKeyGuard(_PYTHON):
+        return torch._C.TensorBase.as_subclass(x, DeviceTensor)
+
+
+def host_view(x: torch.Tensor) -> torch.Tensor:
+    """Device tensor ``x`` as a plain host tensor (the same memory)."""
+    with torch._C._ExcludeDispatchKeyGuard(_PYTHON), torch._C.DisableTorchFunctionSubclass():
+        return torch.ops.aten.alias(x).detach()
+
+
+def _simulated(func: torch._ops.OpOverload, args: Any, kwargs: dict[str, Any]) -> Any:
+    """``func`` on MPS's simulated kernels (or the engine's), given host views of the device tensors
+    (a Python kernel registered as a backend fallback cannot take tensors with a Python key); what it
+    returns of them and what it resized are the device tensors again."""
+    views: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def view(x: torch.Tensor) -> torch.Tensor:
+        if not isinstance(x, DeviceTensor):
+            return x
+        v = host_view(x)
+        views[id(v)] = (x, v)
+        return v
+
+    with including(_PYTHON):
+        value = func(*pytree.tree_map_only(torch.Tensor, view, args),
+                     **pytree.tree_map_only(torch.Tensor, view, kwargs))
+    with torch._C._ExcludeDispatchKeyGuard(_PYTHON):
+        for device_tensor, v in views.values():  # an out= tensor resized, an in-place change of shape
+            if v.shape != device_tensor.shape or v.stride() != device_tensor.stride() or (
+                    v.untyped_storage().data_ptr() != device_tensor.untyped_storage().data_ptr()):
+                torch.ops.aten.set_.source_Tensor(device_tensor, v)
+    return pytree.tree_map_only(torch.Tensor, lambda t: views[id(t)][0] if id(t) in views else t, value)
+
+
+def _placed(name: str | None, value: Any, args: Any, kwargs: dict[str, Any]) -> Any:
+    """Each new host tensor of the result of ``name`` marked as the device's (arguments returned stay what
+    they are, and so do the results every device returns on the host)."""
+    if isinstance(value, DeviceTensor) or not isinstance(value, (torch.Tensor, list, tuple)) or (
+            type(value) is torch.Size):
+        return value
+    if name in _HOST_RESULTS:
+        at = _HOST_RESULTS[name]
+        return (*_placed(None, value[:at], args, kwargs), value[at], *_placed(None, value[at + 1:], args, kwargs))
+    given = {id(t) for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
+    return pytree.tree_map_only(torch.Tensor, lambda t: t if id(t) in given or isinstance(t, DeviceTensor)
+                                else on_device(t), value)
+
+
+def _to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+    """``Tensor.to`` of a device tensor: to the host, a copy; on the device, itself or a converted tensor."""
+    copy = kwargs.pop("copy", False)
+    if sum(isinstance(a, bool) for a in args) == 2:  # (..., non_blocking, copy)
+        copy, args = args[-1], args[:-1]
+    other = args[0] if args and isinstance(args[0], torch.Tensor) else kwargs.get("other")
+    if other is not None:
+        device, dtype, memory_format = other.device, other.dtype, torch.preserve_format
+        non_blocking = args[1] if len(args) > 1 else kwargs.get("non_blocking", False)
+    else:
+        device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*args, **kwargs)
+    with torch._C.DisableTorchFunctionSubclass():
+        if device is None or device.type == "mps":
+            return torch._C.TensorBase.to(self, dtype=dtype or self.dtype, non_blocking=non_blocking, copy=copy,
+                                          memory_format=memory_format or torch.preserve_format)
+        if device.type != "cpu":
+            return torch._C.TensorBase.to(self, device, dtype or self.dtype, non_blocking, copy)
+        return torch.ops.aten._to_copy(self, dtype=dtype or self.dtype, device=CPU,
+                                       memory_format=memory_format or torch.preserve_format)
+
+
+def _check_placement(args: Any, kwargs: dict[str, Any]) -> None:
+    """MPS's error for a Python call that mixes device tensors with a host tensor that is not a scalar."""
+    tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+    if any(type(t) is not DeviceTensor and t.dim() > 0 and t.device.type == "cpu" for t in tensors) and any(
+            isinstance(t, DeviceTensor) for t in tensors):
+        raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, "
+                           "mps:0 and cpu!")
+
+
+def _allocate(keyset: Any, op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
+    """The simulated device's memory: an op that makes tensors on ``mps`` makes them on the host and
+    marks them; float64 (which MPS refuses) is counted as a fallback."""
+    kwargs = {k: CPU if isinstance(v, torch.device) and v.type == "mps" else v for k, v in kwargs.items()}
+    args = tuple(CPU if isinstance(a, torch.device) and a.type == "mps" else a for a in args)
+    if kwargs.get("dtype") in WIDE:
+        record_fallback(op._name, "cpu")
+    return pytree.tree_map_only(torch.Tensor, on_device, op(*args, **kwargs))
+
+
+def _compatible(original: Callable[[torch.Tensor, torch.Tensor], bool]) -> Callable[..., bool]:
+    """``Module.to`` replaces a parameter moved between host and device instead of swapping its data."""
+    @functools.wraps(original)
+    def compatible(a: torch.Tensor, b: torch.Tensor) -> bool:
+        return isinstance(a, DeviceTensor) == isinstance(b, DeviceTensor) and original(a, b)
+
+    return compatible
+
+
+def _restore_on_host(obj: Any, location: str) -> Any:
+    """``torch.load`` to ``mps``: the storage stays in host memory (its tensors are marked by the program's moves)."""
+    return obj if location.startswith("mps") else None
+
+
+def activate(patcher: Patcher) -> SimulatedMPS:
+    """Simulate the device until ``patcher.restore()``; returns its kernels (for the fallback engine's target)."""
+    sim = SimulatedMPS.apple(NAME)
+    kernels = sim.register()
+    memory = torch.library.Library("_", "IMPL")
+    memory.fallback(_allocate, "MPS", with_keyset=True)
+    patcher.set(torch, "_has_compatible_shallow_copy_type", _compatible(torch._has_compatible_shallow_copy_type))
+    registry = torch.serialization._package_registry
+    entry = (0, lambda obj: None, _restore_on_host)
+    registry.insert(0, entry)
+    patcher.defer(lambda: registry.remove(entry))
+    patcher.defer(memory._destroy)
+    patcher.defer(kernels._destroy)
+    return sim
