@@ -80,12 +80,16 @@ def patch(patcher: Patcher, r: Redirect) -> None:
     def make_generator(device: Any = "cpu") -> torch.Generator:
         return generator(r.device(generator_slot, device))
 
+    # With no device, streams and events belong to the current accelerator: the emulated CUDA device.
     def make_stream(device: Any = None, *args: Any, **kwargs: Any) -> torch.Stream:
-        return stream(r.device(stream_slot, device), *args, **kwargs)
+        return stream(r.device(stream_slot, "cuda" if device is None else device), *args, **kwargs)
+
+    timing_events = not (r.target.type == "mps" and torch.backends.mps.is_available())
 
     def make_event(device: Any = None, *args: Any, **kwargs: Any) -> Any:
+        device = "cuda" if device is None else device
         translated = r.device(event_slot, device)
-        if translated != device and r.target.type == "cpu":
+        if translated != device and timing_events:
             return Event(*args, **kwargs)  # CPU events cannot record: a timing event stands in
         return event(translated, *args, **kwargs)
 

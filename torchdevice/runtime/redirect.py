@@ -143,10 +143,11 @@ class Redirect:
 
 
 def _generators(target: torch.device, emulated: int) -> tuple[torch.Generator, ...]:
-    """One generator per emulated device where device tensors are host tensors (the CPU target): CUDA's
+    """One generator per emulated device where device tensors are host tensors (the CPU and simulated Mac
+    targets; a real Mac's device has its own default generator): CUDA's
     generators are not the host's, so seeding or drawing on "cuda" leaves the host's stream alone. Each
     starts from the host's initial seed, as ``torch.manual_seed`` seeds CUDA's too."""
-    if target.type != "cpu":
+    if target.type == "mps" and torch.backends.mps.is_available():
         return ()
     seed = torch.initial_seed()
     return tuple(torch.Generator().manual_seed(seed) for _ in range(emulated))
