@@ -29,9 +29,11 @@ TOLERANCES = {  # (rtol, atol) per result dtype; other dtypes (integers, bool) c
     # (1.3e-6, same kernel) would not; a wrong kernel is off by far more.
     torch.float32: (1e-5, 1e-5),
     torch.complex64: (1e-5, 1e-5),
-    # float16: one ulp (2^-10 ~ 9.8e-4 relative at most), torch's default rtol; atol the same, for
-    # results near zero computed from operands of magnitude ~1.
-    torch.float16: (1e-3, 1e-3),
+    # float16: two ulps (2^-10 ~ 9.8e-4 relative at most each), as for bfloat16: a reduction MLX computes
+    # in float32 and rounds once (the route's opmath) differs from torch's by up to one rounding of each
+    # side (huber_loss's mean measured 1.4e-3); atol one ulp, for results near zero computed from
+    # operands of magnitude ~1.
+    torch.float16: (2e-3, 1e-3),
     # bfloat16: two ulps (2^-7 ~ 7.8e-3 relative at most each), torch's default rtol.
     torch.bfloat16: (1.6e-2, 1e-2),
 }
