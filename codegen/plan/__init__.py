@@ -6,7 +6,8 @@ catalog, everything each generated file and each per-entry test needs, and the t
 - :mod:`.emulation`: the ``torch.cuda`` emulation table;
 - :mod:`.fallback`: the fallback engine's tables (MPS kernels missing or watched, MLX routes);
 - :mod:`.mlx`: the MLX shims;
-- :mod:`.samples`: the calls the per-entry tests make of device-bearing entries.
+- :mod:`.samples`: the calls the per-entry tests make of device-bearing entries;
+- :mod:`.autocast`: CUDA's autocast policy, as the runtime applies it on the target's autocast key.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from codegen.model import Catalog
-from codegen.plan import emulation, mlx, samples
+from codegen.plan import autocast, emulation, mlx, samples
+from codegen.plan.autocast import AutocastRow
 from codegen.plan.emulation import Emulation, Member
 from codegen.plan.fallback import FallbackTable
 from codegen.plan.mlx import Shim
@@ -41,6 +43,8 @@ class Plan:
     samples: tuple[Sample, ...]
     entries: tuple[dict[str, Any], ...]
     """What ``torchdevice catalog`` shows of each entry (``catalog.jsonl``)."""
+    autocast: tuple[AutocastRow, ...] = ()
+    """CUDA's autocast policy, by aten overload."""
 
 
 def plan(catalog: Catalog) -> Plan:
@@ -87,4 +91,5 @@ def plan(catalog: Catalog) -> Plan:
             }
             for e in catalog.entries
         ),
+        autocast=autocast.rows(catalog),
     )

@@ -760,26 +760,6 @@ def torch_full_like(orig, r, slot):
     return full_like
 
 
-def torch_get_autocast_dtype(orig, r, slot):
-    table, hits, first = r.types, r.hits, r.first
-
-    def get_autocast_dtype(device_type=_MISSING, *args, **kwargs):
-        if device_type is _MISSING:
-            return orig(*args, **kwargs)
-        try:
-            translated = table[device_type]
-        except TypeError:  # unhashable: not a device; the original reports it
-            translated = device_type
-        if translated is not device_type:
-            if hits[slot]:
-                hits[slot] += 1
-            else:
-                first(slot)
-        return orig(translated, *args, **kwargs)
-
-    return get_autocast_dtype
-
-
 def torch_hamming_window(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
 
@@ -824,26 +804,6 @@ def torch_hann_window(orig, r, slot):
         return orig(*args, **kwargs)
 
     return hann_window
-
-
-def torch_is_autocast_enabled(orig, r, slot):
-    table, hits, first = r.types, r.hits, r.first
-
-    def is_autocast_enabled(device_type=_MISSING, *args, **kwargs):
-        if device_type is _MISSING:
-            return orig(*args, **kwargs)
-        try:
-            translated = table[device_type]
-        except TypeError:  # unhashable: not a device; the original reports it
-            translated = device_type
-        if translated is not device_type:
-            if hits[slot]:
-                hits[slot] += 1
-            else:
-                first(slot)
-        return orig(translated, *args, **kwargs)
-
-    return is_autocast_enabled
 
 
 def torch_kaiser_window(orig, r, slot):
@@ -1191,46 +1151,6 @@ def torch_scalar_tensor(orig, r, slot):
     return scalar_tensor
 
 
-def torch_set_autocast_dtype(orig, r, slot):
-    table, hits, first = r.types, r.hits, r.first
-
-    def set_autocast_dtype(device_type=_MISSING, *args, **kwargs):
-        if device_type is _MISSING:
-            return orig(*args, **kwargs)
-        try:
-            translated = table[device_type]
-        except TypeError:  # unhashable: not a device; the original reports it
-            translated = device_type
-        if translated is not device_type:
-            if hits[slot]:
-                hits[slot] += 1
-            else:
-                first(slot)
-        return orig(translated, *args, **kwargs)
-
-    return set_autocast_dtype
-
-
-def torch_set_autocast_enabled(orig, r, slot):
-    table, hits, first = r.types, r.hits, r.first
-
-    def set_autocast_enabled(device_type=_MISSING, *args, **kwargs):
-        if device_type is _MISSING:
-            return orig(*args, **kwargs)
-        try:
-            translated = table[device_type]
-        except TypeError:  # unhashable: not a device; the original reports it
-            translated = device_type
-        if translated is not device_type:
-            if hits[slot]:
-                hits[slot] += 1
-            else:
-                first(slot)
-        return orig(translated, *args, **kwargs)
-
-    return set_autocast_enabled
-
-
 def torch_sparse_bsc_tensor(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
 
@@ -1514,10 +1434,8 @@ WRAPPERS = (
     ('torch', (), 'from_file', 'torch.from_file', torch_from_file),
     ('torch', (), 'full', 'torch.full', torch_full),
     ('torch', (), 'full_like', 'torch.full_like', torch_full_like),
-    ('torch', (), 'get_autocast_dtype', 'torch.get_autocast_dtype', torch_get_autocast_dtype),
     ('torch', (), 'hamming_window', 'torch.hamming_window', torch_hamming_window),
     ('torch', (), 'hann_window', 'torch.hann_window', torch_hann_window),
-    ('torch', (), 'is_autocast_enabled', 'torch.is_autocast_enabled', torch_is_autocast_enabled),
     ('torch', (), 'kaiser_window', 'torch.kaiser_window', torch_kaiser_window),
     ('torch', (), 'linspace', 'torch.linspace', torch_linspace),
     ('torch', (), 'logspace', 'torch.logspace', torch_logspace),
@@ -1533,8 +1451,6 @@ WRAPPERS = (
     ('torch', (), 'randperm', 'torch.randperm', torch_randperm),
     ('torch', (), 'range', 'torch.range', torch_range),
     ('torch', (), 'scalar_tensor', 'torch.scalar_tensor', torch_scalar_tensor),
-    ('torch', (), 'set_autocast_dtype', 'torch.set_autocast_dtype', torch_set_autocast_dtype),
-    ('torch', (), 'set_autocast_enabled', 'torch.set_autocast_enabled', torch_set_autocast_enabled),
     ('torch', (), 'sparse_bsc_tensor', 'torch.sparse_bsc_tensor', torch_sparse_bsc_tensor),
     ('torch', (), 'sparse_bsr_tensor', 'torch.sparse_bsr_tensor', torch_sparse_bsr_tensor),
     ('torch', (), 'sparse_compressed_tensor', 'torch.sparse_compressed_tensor', torch_sparse_compressed_tensor),
