@@ -66,15 +66,18 @@ def kernel(op: torch._ops.OpOverload, policy: str, key: str, device_type: str, d
            redispatch: str = "", message: str = "") -> Kernel:
     """The autocast kernel of ``op``: CUDA's ``policy`` in a redirected CUDA region, else the key's own."""
     exclude = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, key))
-    own = _own(op, key, exclude)
+    own, run, on_target = _own(op, key), op._op, f"is_{device_type}"
 
     def eligible(t: Any) -> bool:
-        return (isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype is not _DOUBLE
-                and t.device.type == device_type)
+        return (isinstance(t, torch.Tensor) and t.dtype.is_floating_point and t.dtype is not _DOUBLE
+                and getattr(t, on_target))
 
     def cast(to: torch.dtype, value: Any) -> Any:
         if isinstance(value, torch.Tensor):
-            return value.to(to) if value.dtype is not to and eligible(value) else value
+            dtype = value.dtype
+            if dtype is to or not dtype.is_floating_point or dtype is _DOUBLE or not getattr(value, on_target):
+                return value
+            return value.to(to)
         if isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value):
             return [cast(to, v) for v in value]
         return value
@@ -82,8 +85,8 @@ def kernel(op: torch._ops.OpOverload, policy: str, key: str, device_type: str, d
     def call(to: torch.dtype, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         with _guard(exclude):
             if kwargs:
-                return op(*[cast(to, a) for a in args], **{k: cast(to, v) for k, v in kwargs.items()})
-            return op(*[cast(to, a) for a in args])
+                return run(*[cast(to, a) for a in args], **{k: cast(to, v) for k, v in kwargs.items()})
+            return run(*[cast(to, a) for a in args])
 
     if policy == "lower_precision_fp":
         def apply(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -96,8 +99,8 @@ def kernel(op: torch._ops.OpOverload, policy: str, key: str, device_type: str, d
             positional = 0 <= dtype_at < len(args)
             with _guard(exclude):
                 if (args[dtype_at] if positional else kwargs.get("dtype")) is not None or not eligible(args[0]):
-                    return op(*args, **kwargs)
-                return op(*(args[:dtype_at] if positional else args), **{**kwargs, "dtype": _FLOAT})
+                    return run(*args, **kwargs)
+                return run(*(args[:dtype_at] if positional else args), **{**kwargs, "dtype": _FLOAT})
     elif policy == "fp32_append_dtype":
         target = _overload(redispatch)
         assert target is not None, redispatch
@@ -140,16 +143,18 @@ def promote_type(lower: torch.dtype, values: list[Any], eligible: Callable[[Any]
     return to
 
 
-def _own(op: torch._ops.OpOverload, key: str, exclude: torch._C.DispatchKeySet) -> Kernel:
-    """The key's own behaviour for ``op``: the kernel registered there, or falling through to the next key."""
-    schema = op._schema
+def _own(op: torch._ops.OpOverload, key: str) -> Kernel:
+    """The key's own behaviour for ``op``: the kernel registered there, or falling through to the next key
+    (ops called inside still see the key, as with the dispatcher's own fall-through)."""
+    schema, plan = op._schema, Plan(op)
     qualified = f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name
     if not torch._C._dispatch_has_kernel_for_dispatch_key(qualified, key):
+        skip, redispatch = getattr(torch._C.DispatchKey, key), op._handle.redispatch_boxed
+
         def fall_through(keyset: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-            with _guard(exclude):
-                return op(*args, **kwargs)
+            return redispatch(keyset.remove(skip), *plan.boxed(args), **kwargs)
         return fall_through
-    native, plan = torch.library.get_kernel(op, key), Plan(op)
+    native = torch.library.get_kernel(op, key)
 
     def registered(keyset: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return native.call_boxed(keyset, *plan.boxed(args), **kwargs)
