@@ -60,7 +60,10 @@ def test_rewritten_program_runs_with_plain_torch_like_the_cpu_version(training):
 def test_rewritten_program_matches_original_under_torchdevice_run(training):
     original = subprocess.run([sys.executable, "-m", "torchdevice", "run", str(FIXTURES / "train_cuda.py")],
                               capture_output=True, text=True, timeout=300)
-    assert _losses(_plain(training)) == _losses(original)
+    # Not bit for bit: under the runtime torch.cuda.amp.autocast() is CUDA's (float16, CUDA's policy); the
+    # rewritten program's autocast on the CPU is the CPU's (bfloat16, the CPU's policy).
+    rewritten = [float(line.split()[-1]) for line in _losses(_plain(training))]
+    assert rewritten == pytest.approx([float(line.split()[-1]) for line in _losses(original)], rel=1e-2)
 
 
 def test_the_torchrun_ddp_recipe_runs_under_plain_torchrun(tmp_path):
