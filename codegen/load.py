@@ -20,6 +20,7 @@ import yaml
 from codegen import schema
 from codegen.model import (
     MEASURED,
+    AutocastRule,
     Catalog,
     Entry,
     Kernels,
@@ -48,6 +49,8 @@ PER_ENTRY: dict[str, type] = {"cuda": CudaRule, "devices": DeviceRule}
 """Overlay files mapping torch names to records: stem -> record class, attached as ``Entry.<stem>``."""
 GLOBS = ("devices",)
 """Overlays whose keys may be globs (``torch.nn.*``) as well as names."""
+AUTOCAST = "autocast"
+"""The scanned file of CUDA's autocast policy: facts about aten overloads, not entries."""
 
 
 def load(catalog_dir: Path = CATALOG_DIR) -> Catalog:
@@ -72,17 +75,18 @@ def load(catalog_dir: Path = CATALOG_DIR) -> Catalog:
     mlx = load_mlx(path, known) if path.exists() else ()
     path = catalog_dir / "overlays" / "standins.yaml"
     standins = load_standins(path) if path.exists() else ()
+    autocast = load_autocast(catalog_dir / "scanned" / f"{AUTOCAST}.yaml", version, known)
     entries = [dataclasses.replace(e, status=status.get(e.name, e.status), **attached.get(e.name, {}))
                for e in entries]
     return Catalog(torch_version=version, entries=tuple(entries), device_patterns=patterns, mlx=mlx, rewrite=rules,
-                   standins=standins)
+                   standins=standins, autocast=autocast)
 
 
 # -- scanned -----------------------------------------------------------------------------------------
 
 
 def _load_scanned(directory: Path) -> tuple[str, list[Entry]]:
-    files = sorted(directory.glob("*.yaml"))
+    files = sorted(p for p in directory.glob("*.yaml") if p.stem != AUTOCAST)
     if not files:
         raise CatalogError(directory, None, None, "no scanned catalog files; run `make catalog`")
     version = None
@@ -196,6 +200,34 @@ def _line_of_key(text: str, start: int, key: str) -> int:
         if line.lstrip("- ").startswith(f"{key}:"):
             return number
     return start
+
+
+def load_autocast(path: Path, version: str, known: dict[str, Entry]) -> tuple[AutocastRule, ...]:
+    """CUDA's autocast policy: one record per aten overload of the scanned catalog, scanned from the same torch
+    (none without the file)."""
+    root = schema.compose(path) if path.exists() else None
+    if root is None:
+        return ()
+    fields = {k.value: v for k, v in root.value} if isinstance(root, yaml.MappingNode) else {}
+    node = fields.get("entries")
+    if not isinstance(node, yaml.SequenceNode) or "torch_version" not in fields:
+        raise CatalogError(path, 1, None, "expected a mapping with 'torch_version', 'group' and 'entries'")
+    if fields["torch_version"].value != version:
+        raise CatalogError(path, 1, None, f"torch_version {fields['torch_version'].value} differs from {version}")
+    rules: list[AutocastRule] = []
+    lines: dict[str, int] = {}
+    for item in node.value:
+        named = {k.value: v.value for k, v in item.value} if isinstance(item, yaml.MappingNode) else {}
+        rule = schema.build(AutocastRule, item, path, named.get("name"))
+        line = schema.line_of(item)
+        if rule.name in lines:
+            raise CatalogError(path, line, rule.name, f"duplicate entry (first at line {lines[rule.name]})")
+        for name in filter(None, (rule.name, rule.redispatch)):
+            if aten_entry(name) not in known:
+                raise CatalogError(path, line, rule.name, f"{name} is not an aten overload of the scanned catalog")
+        lines[rule.name] = line
+        rules.append(rule)
+    return tuple(rules)
 
 
 # -- measured status ---------------------------------------------------------------------------------

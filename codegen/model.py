@@ -97,6 +97,28 @@ class MlxRecord:
     line: int
 
 
+AutocastPolicy = Literal["lower_precision_fp", "fp32", "fp32_set_opt_dtype", "fp32_append_dtype", "promote", "banned"]
+
+
+@dataclass(frozen=True)
+class AutocastRule:
+    """One aten overload of CUDA's autocast policy (``catalog/scanned/autocast.yaml``, scanned from ATen's
+    ``autocast_mode.h``): ``name`` as ``torch.ops.aten`` names it (``softmax.int``, ``sum.default``)."""
+
+    name: str
+    policy: AutocastPolicy
+    redispatch: str = ""
+    """``fp32_append_dtype``: the overload called instead, with the same arguments and a ``dtype``."""
+    message: str = ""
+    """``banned``: the error CUDA's autocast raises."""
+
+    def __post_init__(self) -> None:
+        if (self.policy == "fp32_append_dtype") != bool(self.redispatch):
+            raise ValueError("redispatch names the overload of policy fp32_append_dtype, and only of it")
+        if (self.policy == "banned") != bool(self.message):
+            raise ValueError("message is the error of policy banned, and only of it")
+
+
 @dataclass(frozen=True)
 class StandinRecord:
     """A ``catalog/overlays/standins.yaml`` record: ``name`` is a name of a stood-in package (``flash_attn.x``)."""
@@ -120,6 +142,8 @@ class Catalog:
     """Rewrite rules, in file order."""
     standins: tuple[StandinRecord, ...] = ()
     """What the flash-attn, xformers and apex stand-ins cover, in file order."""
+    autocast: tuple[AutocastRule, ...] = ()
+    """CUDA's autocast policy, by overload name."""
 
     @cached_property
     def by_name(self) -> dict[str, Entry]:

@@ -8,6 +8,7 @@ catalog, everything each generated file and each per-entry test needs, and the t
 - :mod:`.mlx`: the MLX shims;
 - :mod:`.samples`: the calls the per-entry tests make of device-bearing entries;
 - :mod:`.standins`: the stand-ins' table and the cases comparing each with its reference.
+- :mod:`.autocast`: CUDA's autocast policy, as the runtime applies it on the target's autocast key.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import dataclasses
 from dataclasses import dataclass
 
 from codegen.model import Catalog, Entry
-from codegen.plan import emulation, mlx, samples
+from codegen.plan import autocast, emulation, mlx, samples
+from codegen.plan.autocast import AutocastRow
 from codegen.plan.emulation import Emulation, Member
 from codegen.plan.fallback import FallbackTable
 from codegen.plan.mlx import Shim
@@ -44,6 +46,8 @@ class Plan:
     standins: Standins
     entries: tuple[CatalogRow, ...]
     """What ``torchdevice catalog`` shows of each entry (``catalog.jsonl``)."""
+    autocast: tuple[AutocastRow, ...] = ()
+    """CUDA's autocast policy, by aten overload."""
 
 
 def plan(catalog: Catalog) -> Plan:
@@ -92,4 +96,5 @@ def plan(catalog: Catalog) -> Plan:
             )
             for e in catalog.entries
         ),
+        autocast=autocast.rows(catalog),
     )

@@ -800,26 +800,6 @@ def torch_full_like(orig, r, slot):
     return full_like
 
 
-def torch_get_autocast_dtype(orig, r, slot):
-    table, hits, first = r.types, r.hits, r.first
-
-    def get_autocast_dtype(device_type=_MISSING, *args, **kwargs):
-        if device_type is _MISSING:
-            return orig(*args, **kwargs)
-        try:
-            translated = table[device_type]
-        except TypeError:  # unhashable: not a device; the original reports it
-            translated = device_type
-        if translated != device_type:
-            if hits[slot]:
-                hits[slot] += 1
-            else:
-                first(slot)
-        return orig(translated, *args, **kwargs)
-
-    return get_autocast_dtype
-
-
 def torch_hamming_window(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
     born = r.born
@@ -868,26 +848,6 @@ def torch_hann_window(orig, r, slot):
         return orig(*args, **kwargs)
 
     return hann_window
-
-
-def torch_is_autocast_enabled(orig, r, slot):
-    table, hits, first = r.types, r.hits, r.first
-
-    def is_autocast_enabled(device_type=_MISSING, *args, **kwargs):
-        if device_type is _MISSING:
-            return orig(*args, **kwargs)
-        try:
-            translated = table[device_type]
-        except TypeError:  # unhashable: not a device; the original reports it
-            translated = device_type
-        if translated != device_type:
-            if hits[slot]:
-                hits[slot] += 1
-            else:
-                first(slot)
-        return orig(translated, *args, **kwargs)
-
-    return is_autocast_enabled
 
 
 def torch_kaiser_window(orig, r, slot):
@@ -1285,46 +1245,6 @@ def torch_scalar_tensor(orig, r, slot):
     return scalar_tensor
 
 
-def torch_set_autocast_dtype(orig, r, slot):
-    table, hits, first = r.types, r.hits, r.first
-
-    def set_autocast_dtype(device_type=_MISSING, *args, **kwargs):
-        if device_type is _MISSING:
-            return orig(*args, **kwargs)
-        try:
-            translated = table[device_type]
-        except TypeError:  # unhashable: not a device; the original reports it
-            translated = device_type
-        if translated != device_type:
-            if hits[slot]:
-                hits[slot] += 1
-            else:
-                first(slot)
-        return orig(translated, *args, **kwargs)
-
-    return set_autocast_dtype
-
-
-def torch_set_autocast_enabled(orig, r, slot):
-    table, hits, first = r.types, r.hits, r.first
-
-    def set_autocast_enabled(device_type=_MISSING, *args, **kwargs):
-        if device_type is _MISSING:
-            return orig(*args, **kwargs)
-        try:
-            translated = table[device_type]
-        except TypeError:  # unhashable: not a device; the original reports it
-            translated = device_type
-        if translated != device_type:
-            if hits[slot]:
-                hits[slot] += 1
-            else:
-                first(slot)
-        return orig(translated, *args, **kwargs)
-
-    return set_autocast_enabled
-
-
 def torch_sparse_bsc_tensor(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
     born = r.born
@@ -1634,10 +1554,8 @@ WRAPPERS = (
     WrapperRow(module='torch', path=(), attr='from_file', op='torch.from_file', factory=torch_from_file),
     WrapperRow(module='torch', path=(), attr='full', op='torch.full', factory=torch_full),
     WrapperRow(module='torch', path=(), attr='full_like', op='torch.full_like', factory=torch_full_like),
-    WrapperRow(module='torch', path=(), attr='get_autocast_dtype', op='torch.get_autocast_dtype', factory=torch_get_autocast_dtype),
     WrapperRow(module='torch', path=(), attr='hamming_window', op='torch.hamming_window', factory=torch_hamming_window),
     WrapperRow(module='torch', path=(), attr='hann_window', op='torch.hann_window', factory=torch_hann_window),
-    WrapperRow(module='torch', path=(), attr='is_autocast_enabled', op='torch.is_autocast_enabled', factory=torch_is_autocast_enabled),
     WrapperRow(module='torch', path=(), attr='kaiser_window', op='torch.kaiser_window', factory=torch_kaiser_window),
     WrapperRow(module='torch', path=(), attr='linspace', op='torch.linspace', factory=torch_linspace),
     WrapperRow(module='torch', path=(), attr='logspace', op='torch.logspace', factory=torch_logspace),
@@ -1653,8 +1571,6 @@ WRAPPERS = (
     WrapperRow(module='torch', path=(), attr='randperm', op='torch.randperm', factory=torch_randperm),
     WrapperRow(module='torch', path=(), attr='range', op='torch.range', factory=torch_range),
     WrapperRow(module='torch', path=(), attr='scalar_tensor', op='torch.scalar_tensor', factory=torch_scalar_tensor),
-    WrapperRow(module='torch', path=(), attr='set_autocast_dtype', op='torch.set_autocast_dtype', factory=torch_set_autocast_dtype),
-    WrapperRow(module='torch', path=(), attr='set_autocast_enabled', op='torch.set_autocast_enabled', factory=torch_set_autocast_enabled),
     WrapperRow(module='torch', path=(), attr='sparse_bsc_tensor', op='torch.sparse_bsc_tensor', factory=torch_sparse_bsc_tensor),
     WrapperRow(module='torch', path=(), attr='sparse_bsr_tensor', op='torch.sparse_bsr_tensor', factory=torch_sparse_bsr_tensor),
     WrapperRow(module='torch', path=(), attr='sparse_compressed_tensor', op='torch.sparse_compressed_tensor', factory=torch_sparse_compressed_tensor),

@@ -271,13 +271,6 @@ class _torch_full_like(Protocol):
 def torch_full_like(orig: _torch_full_like, r: Redirect, slot: int) -> _torch_full_like: ...
 
 
-class _torch_get_autocast_dtype(Protocol):
-    def __call__(self, device_type: str) -> _dtype: ...
-
-
-def torch_get_autocast_dtype(orig: _torch_get_autocast_dtype, r: Redirect, slot: int) -> _torch_get_autocast_dtype: ...
-
-
 class _torch_hamming_window(Protocol):
     @overload
     def __call__(self, window_length: _int, *, dtype: _dtype | None = None, layout: _layout | None = None, device: DeviceLikeType | None = None, pin_memory: _bool | None = False, requires_grad: _bool | None = False) -> Tensor: ...
@@ -300,16 +293,6 @@ class _torch_hann_window(Protocol):
 
 
 def torch_hann_window(orig: _torch_hann_window, r: Redirect, slot: int) -> _torch_hann_window: ...
-
-
-class _torch_is_autocast_enabled(Protocol):
-    @overload
-    def __call__(self, device_type: str) -> _bool: ...
-    @overload
-    def __call__(self) -> _bool: ...
-
-
-def torch_is_autocast_enabled(orig: _torch_is_autocast_enabled, r: Redirect, slot: int) -> _torch_is_autocast_enabled: ...
 
 
 class _torch_kaiser_window(Protocol):
@@ -493,23 +476,6 @@ class _torch_scalar_tensor(Protocol):
 
 
 def torch_scalar_tensor(orig: _torch_scalar_tensor, r: Redirect, slot: int) -> _torch_scalar_tensor: ...
-
-
-class _torch_set_autocast_dtype(Protocol):
-    def __call__(self, device_type: str, dtype: _dtype) -> None: ...
-
-
-def torch_set_autocast_dtype(orig: _torch_set_autocast_dtype, r: Redirect, slot: int) -> _torch_set_autocast_dtype: ...
-
-
-class _torch_set_autocast_enabled(Protocol):
-    @overload
-    def __call__(self, device_type: str, enabled: _bool) -> None: ...
-    @overload
-    def __call__(self, enabled: _bool) -> None: ...
-
-
-def torch_set_autocast_enabled(orig: _torch_set_autocast_enabled, r: Redirect, slot: int) -> _torch_set_autocast_enabled: ...
 
 
 class _torch_sparse_bsc_tensor(Protocol):

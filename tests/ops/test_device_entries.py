@@ -104,18 +104,18 @@ def made_by_default(device: str) -> torch.Tensor:
 def autocast_enabled_after(device_type: str) -> bool:
     torch.set_autocast_enabled(device_type, True)
     try:
-        return torch.is_autocast_enabled("cpu")
+        return torch.is_autocast_enabled(device_type)
     finally:
         torch.set_autocast_enabled(device_type, False)
 
 
 def autocast_dtype_after(device_type: str) -> torch.dtype:
-    before = torch.get_autocast_dtype("cpu")
+    before = torch.get_autocast_dtype(device_type)
     torch.set_autocast_dtype(device_type, torch.float16)
     try:
-        return torch.get_autocast_dtype("cpu")
+        return torch.get_autocast_dtype(device_type)
     finally:
-        torch.set_autocast_dtype("cpu", before)
+        torch.set_autocast_dtype(device_type, before)
 
 
 def autocast_output(context: Any) -> torch.Tensor:

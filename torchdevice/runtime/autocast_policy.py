@@ -1,0 +1,168 @@
+"""CUDA's autocast policy on the target's autocast dispatch key.
+
+``torch.autocast("cuda")`` runs on the target as the target's autocast (:mod:`.amp` translates it), so
+the dispatcher sends ops to the target's autocast key (``AutocastCPU``, ``AutocastMPS``), whose kernels
+carry the target's policy: the CPU runs ``softmax``, ``sum``, ``layer_norm``... in the lower precision
+where CUDA runs them in float32. :func:`activate` registers, with ``torch.library``, one kernel per
+aten overload of CUDA's policy (``torchdevice_generated.autocast_table``, scanned from ATen's
+``autocast_mode.h``) under that key. Each kernel applies CUDA's policy while a redirected CUDA region
+is active, which is CUDA's own autocast state (``torch.is_autocast_enabled("cuda")``, set by
+:mod:`.amp` for such regions); otherwise (``torch.autocast("cpu")`` written for the CPU) it calls the
+kernel it replaced, so the CPU's policy is unchanged. Ops outside CUDA's lists are not touched.
+
+The policies, as ``at::autocast`` implements them: only floating tensors that are not float64, on the
+target, are cast (``lower_precision_fp``: to CUDA's autocast dtype; ``fp32``: to float32);
+``fp32_set_opt_dtype`` passes ``dtype=float32`` when the call names no dtype and its first tensor
+is eligible, and casts nothing; ``fp32_append_dtype`` calls the overload that takes a dtype;
+``promote`` casts to the widest floating type among the arguments; ``banned`` raises CUDA's error.
+The kernels run with the autocast key excluded, as ATen's do. CUDA's weight cast cache is not
+reproduced: a parameter is cast again at each use (same values; the cost is in ``bench/``).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from torchdevice.fallback.route import RoutedOp
+from torchdevice.runtime.patching import Patcher
+
+KEYS = {"cpu": "AutocastCPU", "mps": "AutocastMPS"}
+"""The autocast dispatch key of each target device type."""
+
+log = logging.getLogger("torchdevice")
+_cuda_enabled = torch._C.is_autocast_enabled
+_cuda_dtype = torch._C.get_autocast_dtype
+_guard = torch._C._ExcludeDispatchKeyGuard
+_FLOAT, _DOUBLE = torch.float32, torch.float64
+Kernel = Callable[..., Any]
+
+
+def activate(patcher: Patcher, device_type: str) -> None:
+    """Register CUDA's policy on ``device_type``'s autocast key until ``patcher.restore()``."""
+    from torchdevice_generated.autocast_table import POLICY
+
+    key = KEYS.get(device_type)
+    if key is None:
+        log.warning("autocast: no autocast key known for %s; CUDA's autocast policy is not applied", device_type)
+        return
+    library = torch.library.Library("aten", "IMPL")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Warning only once for all operators")  # overriding the key's kernel
+        for name, policy, dtype_at, redispatch, message in POLICY:
+            op = _overload(name)
+            if op is not None:
+                library.impl(op, kernel(op, policy, key, device_type, dtype_at, redispatch, message), key,
+                             with_keyset=True)
+    patcher.set(sys.modules[__name__], "_library", library)
+
+
+def kernel(op: torch._ops.OpOverload, policy: str, key: str, device_type: str, dtype_at: int = -1,
+           redispatch: str = "", message: str = "") -> Kernel:
+    """The autocast kernel of ``op``: CUDA's ``policy`` in a redirected CUDA region, else the key's own."""
+    exclude = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, key))
+    own, run, on_target = _own(op, key), op._op, f"is_{device_type}"
+
+    def eligible(t: Any) -> bool:
+        return (isinstance(t, torch.Tensor) and t.dtype.is_floating_point and t.dtype is not _DOUBLE
+                and getattr(t, on_target))
+
+    def cast(to: torch.dtype, value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            dtype = value.dtype
+            if dtype is to or not dtype.is_floating_point or dtype is _DOUBLE or not getattr(value, on_target):
+                return value
+            return value.to(to)
+        if isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value):
+            return [cast(to, v) for v in value]
+        return value
+
+    def call(to: torch.dtype, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        with _guard(exclude):
+            if kwargs:
+                return run(*[cast(to, a) for a in args], **{k: cast(to, v) for k, v in kwargs.items()})
+            return run(*[cast(to, a) for a in args])
+
+    if policy == "lower_precision_fp":
+        def apply(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            return call(_cuda_dtype("cuda"), args, kwargs)
+    elif policy == "fp32":
+        def apply(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            return call(_FLOAT, args, kwargs)
+    elif policy == "fp32_set_opt_dtype":
+        def apply(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            positional = 0 <= dtype_at < len(args)
+            with _guard(exclude):
+                if (args[dtype_at] if positional else kwargs.get("dtype")) is not None or not eligible(args[0]):
+                    return run(*args, **kwargs)
+                return run(*(args[:dtype_at] if positional else args), **{**kwargs, "dtype": _FLOAT})
+    elif policy == "fp32_append_dtype":
+        target = _overload(redispatch)
+        assert target is not None, redispatch
+        defaults = [a.default_value for a in op._schema.arguments]
+
+        def apply(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            full = (*args, *defaults[len(args):])
+            with _guard(exclude):
+                return target(*full, dtype=_FLOAT if eligible(args[0]) else args[0].dtype)
+    elif policy == "promote":
+        def apply(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            return call(promote_type(_cuda_dtype("cuda"), [*args, *kwargs.values()], eligible), args, kwargs)
+    elif policy == "banned":
+        def apply(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            raise RuntimeError(message)
+    else:
+        raise ValueError(f"unknown autocast policy {policy!r} for {op}")
+
+    def autocast_kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        if _cuda_enabled("cuda"):
+            return apply(args, kwargs)
+        return own(keyset, args, kwargs)
+
+    autocast_kernel.__qualname__ = f"cuda_autocast[{op._name}.{op._overloadname}]"
+    return autocast_kernel
+
+
+def promote_type(lower: torch.dtype, values: list[Any], eligible: Callable[[Any], bool]) -> torch.dtype:
+    """ATen's ``promote_type``: float32 if any eligible floating argument is float32, else ``lower``;
+    float64 arguments are ignored."""
+    to = lower
+    for value in values:
+        for t in value if isinstance(value, (list, tuple)) else (value,):
+            if not eligible(t):
+                continue
+            if to is _FLOAT or t.dtype is _FLOAT:
+                to = _FLOAT
+            elif t.dtype is not lower:
+                raise RuntimeError("Unexpected floating ScalarType in at::autocast::prioritize")
+    return to
+
+
+def _own(op: torch._ops.OpOverload, key: str) -> Kernel:
+    """The key's own behaviour for ``op``: the kernel registered there, or falling through to the next key
+    (ops called inside still see the key, as with the dispatcher's own fall-through)."""
+    schema, plan = op._schema, RoutedOp(op)
+    qualified = f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name
+    if not torch._C._dispatch_has_kernel_for_dispatch_key(qualified, key):
+        skip, redispatch = getattr(torch._C.DispatchKey, key), op._handle.redispatch_boxed
+
+        def fall_through(keyset: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            return redispatch(keyset.remove(skip), *plan.boxed(args), **kwargs)
+        return fall_through
+    native = torch.library.get_kernel(op, key)
+
+    def registered(keyset: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return native.call_boxed(keyset, *plan.boxed(args), **kwargs)
+    return registered
+
+
+def _overload(name: str) -> torch._ops.OpOverload | None:
+    op, _, overload = name.partition(".")
+    return getattr(getattr(torch.ops.aten, op, None), overload, None)
+
+
