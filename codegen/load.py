@@ -33,6 +33,7 @@ from codegen.model import (
 from codegen.overlays.cuda import CudaRule
 from codegen.overlays.devices import DeviceRule
 from codegen.overlays.mlx import MlxOp
+from codegen.overlays.packages import MODULE, PackageRule
 from codegen.schema import CatalogError
 from codegen.signatures import parse
 from torchdevice.rewrite.rule import RewriteRule
@@ -68,9 +69,12 @@ def load(catalog_dir: Path = CATALOG_DIR) -> Catalog:
     rules = load_list(path, RewriteRule, known) if path.exists() else ()
     path = catalog_dir / "overlays" / "mlx.yaml"
     mlx = load_mlx(path, known) if path.exists() else ()
+    path = catalog_dir / "overlays" / "packages.yaml"
+    packages = load_packages(path) if path.exists() else ()
     entries = [dataclasses.replace(e, status=status.get(e.name, e.status), **attached.get(e.name, {}))
                for e in entries]
-    return Catalog(torch_version=version, entries=tuple(entries), device_patterns=patterns, mlx=mlx, rewrite=rules)
+    return Catalog(torch_version=version, entries=tuple(entries), device_patterns=patterns, mlx=mlx, rewrite=rules,
+                   packages=packages)
 
 
 # -- scanned -----------------------------------------------------------------------------------------
@@ -271,6 +275,16 @@ def load_mlx(path: Path, known: dict[str, Entry]) -> tuple[MlxRecord, ...]:
         if (f"{OVERLOAD_PREFIX}{key}" not in known) if overload else (op not in ops):
             raise CatalogError(path, line, key, "unknown aten op or overload: not in the scanned catalog")
         records.append(MlxRecord(key, schema.build(MlxOp, node, path, key), line))
+    return tuple(records)
+
+
+def load_packages(path: Path) -> tuple[tuple[str, PackageRule], ...]:
+    """The CUDA-only packages, keyed by module name (``apex.normalization``)."""
+    records = []
+    for key, line, node in _keyed(path, "module names"):
+        if not MODULE.fullmatch(key):
+            raise CatalogError(path, line, key, "not a module name")
+        records.append((key, schema.build(PackageRule, node, path, key)))
     return tuple(records)
 
 

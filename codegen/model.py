@@ -14,6 +14,7 @@ from typing import Literal
 from codegen.overlays.cuda import CudaRule
 from codegen.overlays.devices import DeviceRule
 from codegen.overlays.mlx import MlxOp
+from codegen.overlays.packages import PackageRule
 from codegen.signatures import Signature
 from torchdevice.rewrite.rule import RewriteRule
 
@@ -108,6 +109,8 @@ class Catalog:
     """MLX equivalents of aten ops, in file order."""
     rewrite: tuple[RewriteRule, ...] = ()
     """Rewrite rules, in file order."""
+    packages: tuple[tuple[str, PackageRule], ...] = ()
+    """CUDA-only packages by module name, in file order."""
 
     @cached_property
     def by_name(self) -> dict[str, Entry]:
