@@ -1,7 +1,9 @@
-"""What the runtime did: redirections and fallbacks, counted per op and route.
+"""What the runtime did in this process: redirections, fallbacks and stand-ins, counted per op and route.
 
 The hot paths only bump counters; logging happens once per distinct (op, route), at INFO on the
-``torchdevice`` logger (shown with ``TORCHDEVICE_LOG=info``, see :func:`configure_logging`).
+``torchdevice`` logger (shown with ``TORCHDEVICE_LOG=info``, see :func:`configure_logging`). The report
+of a whole program (``torchdevice run --report``) is made of these counters, one set per process
+(:mod:`torchdevice.runtime.program_report`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,12 @@ _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 redirects: Counter[tuple[str, str]] = Counter()
 fallbacks: Counter[tuple[str, str]] = Counter()
+fallback_seconds: Counter[tuple[str, str]] = Counter()
+"""(op, route) -> seconds spent running the op elsewhere (copies included)."""
+fallback_why: dict[str, str] = {}
+"""op -> why the first of its calls fell back (``no MPS kernel``, ``float64 not supported on MPS``...)."""
+standins: Counter[str] = Counter()
+"""Stand-in module (``flash_attn``) -> how many times a program used it (:func:`record_standin`)."""
 
 
 def configure_logging() -> None:
@@ -42,12 +50,22 @@ def configure_logging() -> None:
         log.addHandler(handler)
 
 
-def record_fallback(op: str, route: str) -> None:
-    """Count one call of ``op`` that ran elsewhere than the target (``route``: ``"mlx"`` or ``"cpu"``)."""
+def record_fallback(op: str, route: str, seconds: float = 0.0, why: str = "") -> None:
+    """Count one call of ``op`` that ran elsewhere than the target (``route``: ``"mlx"`` or ``"cpu"``), which
+    took ``seconds`` there, for the reason ``why``."""
     key = (op, route)
     if key not in fallbacks:
-        log.info("fallback %s: %s", op, route)
+        log.info("fallback %s: %s (%s)", op, route, why or "reason unknown")
+        fallback_why.setdefault(op, why)
     fallbacks[key] += 1
+    fallback_seconds[key] += seconds
+
+
+def record_standin(name: str) -> None:
+    """Count one use of the stand-in that takes the place of the CUDA-only module ``name`` (``flash_attn``)."""
+    if name not in standins:
+        log.info("stand-in: %s", name)
+    standins[name] += 1
 
 
 def report() -> dict[str, dict[str, dict[str, int]]]:
@@ -55,9 +73,18 @@ def report() -> dict[str, dict[str, dict[str, int]]]:
     return {"redirects": _nest(redirects), "fallbacks": _nest(fallbacks)}
 
 
+def fallback_rows() -> list[dict[str, object]]:
+    """One row per (aten overload, route): ``op``, ``route``, ``count``, ``seconds``, ``why``."""
+    return [{"op": op, "route": route, "count": n, "seconds": fallback_seconds[op, route],
+             "why": fallback_why.get(op, "")} for (op, route), n in sorted(fallbacks.items())]
+
+
 def reset() -> None:
     redirects.clear()
     fallbacks.clear()
+    fallback_seconds.clear()
+    fallback_why.clear()
+    standins.clear()
 
 
 def _nest(counter: Counter[tuple[str, str]]) -> dict[str, dict[str, int]]:
