@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 import warnings
-from collections import Counter
+from collections import Counter, defaultdict
 
 log = logging.getLogger("torchdevice")
 
@@ -20,7 +20,7 @@ _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 redirects: Counter[tuple[str, str]] = Counter()
 fallbacks: Counter[tuple[str, str]] = Counter()
-fallback_seconds: Counter[tuple[str, str]] = Counter()
+fallback_seconds: defaultdict[tuple[str, str], float] = defaultdict(float)
 """(op, route) -> seconds spent running the op elsewhere (copies included)."""
 fallback_why: dict[str, str] = {}
 """op -> why the first of its calls fell back (``no MPS kernel``, ``float64 not supported on MPS``...)."""
