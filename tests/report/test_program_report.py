@@ -72,7 +72,7 @@ def test_unwritable_report_file_costs_the_run_nothing(tmp_path):
     done = torchdevice_run("--report", str(path), str(script))
     assert done.returncode == 0 and done.stdout == "tensor(0.)\n", done.output
     lines = done.stderr.splitlines()
-    assert sum(f"cannot write the report to {path}" in line for line in lines) == 1, done.stderr
+    assert sum(f"report to {path}" in line for line in lines) == 1, done.stderr
     assert any(line.startswith("torchdevice report: 1 process") for line in lines)
     assert not path.parent.exists()
 

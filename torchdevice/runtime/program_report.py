@@ -12,8 +12,8 @@ merges them all into FILE (written whole or not at all) and removes the director
 
 Asked for or not, the runtime counts the same things (:mod:`.report`): the report adds nothing to
 a call, only the writing at exit. A process still running when the main one exits is not in the
-report. A report file that cannot be written costs the run nothing: one line says so on stderr,
-and the summary is printed anyway.
+report. A report file that cannot be written costs the run nothing: one line says so on stderr (at
+the start where it can be seen then, else at exit), and the summary is printed anyway.
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ class Session:
         self.started = time.perf_counter()
         self.warnings: list[str] = []
         self.done = False
+        self.said_unwritable = False
 
 
 _session: Session | None = None
@@ -65,10 +66,11 @@ def start(path: str | os.PathLike[str]) -> None:
     target = Path(path).absolute()
     if _session is not None and _session.path == target and _session.pid == os.getpid():
         return
-    if not _writable(target):
-        print(f"torchdevice: the report cannot be written to {target} (its directory is missing or read-only); "
-              "the program runs, and the summary is printed at exit", file=sys.stderr)
     _session = Session(tempfile.mkdtemp(prefix="torchdevice-report-"), target)
+    if not _writable(target):  # said now, before a long run, and not again at exit
+        _session.said_unwritable = True
+        print(f"torchdevice: cannot write the report to {target} (a missing or read-only directory); "
+              "the program runs, and the summary is printed at exit", file=sys.stderr)
     _set_hooks()
 
 
@@ -165,7 +167,8 @@ def finish() -> None:
         where = str(session.path)
     except OSError as exc:
         where = ""
-        print(f"torchdevice: cannot write the report to {session.path}: {exc.strerror or exc}", file=sys.stderr)
+        if not session.said_unwritable:
+            print(f"torchdevice: cannot write the report to {session.path}: {exc.strerror or exc}", file=sys.stderr)
     print(summary(document, where), file=sys.stderr)
 
 
