@@ -197,7 +197,7 @@ def _role(session: Session) -> str:
     info = data.get_worker_info() if data is not None else None
     if info is not None:
         return f"DataLoader worker {info.id}"
-    if "PYTEST_XDIST_WORKER" in os.environ:
+    if "PYTEST_XDIST_WORKER" in os.environ and "xdist" in sys.modules:  # the worker, not a process it started
         return f"pytest-xdist worker {os.environ['PYTEST_XDIST_WORKER']}"
     distributed = sys.modules.get("torch.distributed")
     if distributed is not None and distributed.is_available() and distributed.is_initialized():
