@@ -74,7 +74,7 @@ def at_exit() -> Iterator[dict[str, Any]]:
             return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
         seconds(plain)  # warm the file system cache and bytecode
-        runs = [(seconds(plain), seconds(reported)) for _ in range(5)]
+        runs = [(seconds(plain), seconds(reported)) for _ in range(3)]
     without = statistics.median(r[0] for r in runs)
     with_report = statistics.median(r[1] for r in runs)
     yield {"name": "torchdevice run --report vs without, program of 5 processes (CPU time, medians)",

@@ -141,7 +141,7 @@ def training_step() -> Iterator[dict[str, Any]]:
     cuda_step = lambda: gpt_train.train_step(model, optimizer, scaler, xc, yc)  # noqa: E731
     spelled_cpu = lambda: step_for_cpu(model, optimizer, scaler, xc, yc)  # noqa: E731
     yield {**against_plain("GPT step: CUDA-written via runtime vs same code with 'cpu', plain", cuda_step,
-                           spelled_cpu, number=20, repeat=5, rounds=9), "target_ratio": 1.02}
+                           spelled_cpu, number=10, repeat=3, rounds=7), "target_ratio": 1.02}
 
 
 IMPORT_INSTALL = ("import time; s = time.perf_counter(); import torch; t = time.perf_counter(); import torchdevice; "
