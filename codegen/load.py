@@ -35,6 +35,7 @@ from codegen.model import (
 from codegen.overlays.cuda import CudaRule
 from codegen.overlays.devices import DeviceRule
 from codegen.overlays.mlx import MlxOp
+from codegen.overlays.packages import MODULE, PackageRule
 from codegen.overlays.standins import StandinRule
 from codegen.schema import CatalogError
 from codegen.signatures import parse
@@ -76,10 +77,12 @@ def load(catalog_dir: Path = CATALOG_DIR) -> Catalog:
     path = catalog_dir / "overlays" / "standins.yaml"
     standins = load_standins(path) if path.exists() else ()
     autocast = load_autocast(catalog_dir / "scanned" / f"{AUTOCAST}.yaml", version, known)
+    path = catalog_dir / "overlays" / "packages.yaml"
+    packages = load_packages(path) if path.exists() else ()
     entries = [dataclasses.replace(e, status=status.get(e.name, e.status), **attached.get(e.name, {}))
                for e in entries]
     return Catalog(torch_version=version, entries=tuple(entries), device_patterns=patterns, mlx=mlx, rewrite=rules,
-                   standins=standins, autocast=autocast)
+                   standins=standins, autocast=autocast, packages=packages)
 
 
 # -- scanned -----------------------------------------------------------------------------------------
@@ -322,6 +325,16 @@ def load_mlx(path: Path, known: dict[str, Entry]) -> tuple[MlxRecord, ...]:
         if (aten_entry(key) not in known) if overload else (op not in ops):
             raise CatalogError(path, line, key, "unknown aten op or overload: not in the scanned catalog")
         records.append(MlxRecord(key, schema.build(MlxOp, node, path, key), line))
+    return tuple(records)
+
+
+def load_packages(path: Path) -> tuple[tuple[str, PackageRule], ...]:
+    """The CUDA-only packages, keyed by module name (``apex.normalization``)."""
+    records = []
+    for key, line, node in _keyed(path, "module names"):
+        if not MODULE.fullmatch(key):
+            raise CatalogError(path, line, key, "not a module name")
+        records.append((key, schema.build(PackageRule, node, path, key)))
     return tuple(records)
 
 

@@ -14,6 +14,7 @@ from typing import Literal
 from codegen.overlays.cuda import CudaRule
 from codegen.overlays.devices import DeviceRule
 from codegen.overlays.mlx import MlxOp
+from codegen.overlays.packages import PackageRule
 from codegen.overlays.standins import StandinRule
 from codegen.signatures import Signature
 from torchdevice.records import ATEN_NAMESPACE
@@ -144,6 +145,8 @@ class Catalog:
     """What the flash-attn, xformers and apex stand-ins cover, in file order."""
     autocast: tuple[AutocastRule, ...] = ()
     """CUDA's autocast policy, by overload name."""
+    packages: tuple[tuple[str, PackageRule], ...] = ()
+    """CUDA-only packages by module name, in file order."""
 
     @cached_property
     def by_name(self) -> dict[str, Entry]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 from collections.abc import Iterator
 from importlib import metadata
@@ -41,7 +42,7 @@ if _log.level == logging.NOTSET:  # a level the program set before importing us 
 
 
 def install(target: str | torch.device | None = None, *, prefer_mlx: bool = False,
-            devices: int | None = None) -> torch.device:
+            devices: int | None = None, report: str | os.PathLike[str] | None = None) -> torch.device:
     """Make ``"cuda"`` mean ``target`` (default: ``$TORCHDEVICE_TARGET``, else MPS, else CPU; real CUDA
     passes through), here and in every Python process started from now on. Returns that device.
 
@@ -49,10 +50,32 @@ def install(target: str | torch.device | None = None, *, prefer_mlx: bool = Fals
     ``cuda:N-1``, each of them the target (default: ``$TORCHDEVICE_DEVICES``, else 1). Idempotent
     and thread-safe; a different target or option reinstalls. Call it before modules import torch
     functions by name (``from torch import zeros``): such names keep the originals (a warning names them).
+
+    ``report``: at exit, write what the runtime did in this process and every process it starts to this
+    JSON file, and a summary on stderr (default: ``$TORCHDEVICE_REPORT``; see
+    :mod:`torchdevice.runtime.program_report`).
     """
     from torchdevice.runtime import activation
 
-    return activation.install(target, prefer_mlx=prefer_mlx, devices=devices)
+    _start_report(report)
+    device = activation.install(target, prefer_mlx=prefer_mlx, devices=devices)
+    if report is not None:
+        from torchdevice.runtime import processes
+
+        processes.join_report()  # installed already with the same options: the environment still needs it
+    return device
+
+
+def _start_report(report: str | os.PathLike[str] | None) -> None:
+    """Start the program's report where asked (``report``, else ``$TORCHDEVICE_REPORT`` in a process that is
+    not already part of one)."""
+    if report is None:
+        report = os.environ.get("TORCHDEVICE_REPORT") or None
+        if report is None or "torchdevice.runtime.program_report" in sys.modules:
+            return
+    from torchdevice.runtime import program_report
+
+    program_report.start(report)
 
 
 def uninstall() -> None:

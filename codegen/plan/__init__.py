@@ -5,6 +5,7 @@ catalog, everything each generated file and each per-entry test needs, and the t
 - :mod:`.wrappers`: the device wrappers of the entries of policy ``wrap``;
 - :mod:`.emulation`: the ``torch.cuda`` emulation table;
 - :mod:`.fallback`: the fallback engine's tables (MPS kernels missing or watched, MLX routes);
+- :mod:`.check`: what ``torchdevice check`` knows (CUDA-only packages, calls MPS lacks);
 - :mod:`.mlx`: the MLX shims;
 - :mod:`.samples`: the calls the per-entry tests make of device-bearing entries;
 - :mod:`.standins`: the stand-ins' table and the cases comparing each with its reference.
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from codegen.model import Catalog, Entry
 from codegen.plan import autocast, emulation, mlx, samples
 from codegen.plan.autocast import AutocastRow
+from codegen.plan.check import CheckTable
 from codegen.plan.emulation import Emulation, Member
 from codegen.plan.fallback import FallbackTable
 from codegen.plan.mlx import Shim
@@ -40,6 +42,7 @@ class Plan:
     emulation: tuple[Emulation, ...]
     members: tuple[Member, ...]
     fallback: FallbackTable
+    check: CheckTable
     shims: tuple[Shim, ...]
     rewrite: tuple[RewriteRule, ...]
     samples: tuple[Sample, ...]
@@ -81,6 +84,7 @@ def plan(catalog: Catalog) -> Plan:
         emulation=rows,
         members=emulation.members(catalog, rows),
         fallback=fallback,
+        check=CheckTable.of(catalog, fallback),
         shims=shims,
         rewrite=catalog.rewrite,
         samples=tuple(samples.sample_of(e, policies) for e in translated),

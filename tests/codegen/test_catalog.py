@@ -108,6 +108,14 @@ def test_small_catalog_applies_overlays(tmp_path):
     assert policies["torch.cuda.synchronize"].name == "emulate"
 
 
+def test_packages_overlay_reaches_the_check_table(tmp_path):
+    catalog = load(make_catalog(tmp_path, packages="cupy: {policy: blocker, why: CUDA memory, instead: numpy}\n"
+                                                   "flash_attn: {policy: standin, why: SDPA}\n",
+                                devices="torch.nn.*: {policy: flows, why: calls the factories}\n"))
+    table = plan(catalog).check
+    assert table.packages == (("cupy", "blocker", "CUDA memory", "numpy"), ("flash_attn", "standin", "SDPA", ""))
+
+
 def test_same_as_gives_an_entry_the_named_entrys_record(tmp_path):
     catalog = load(make_catalog(tmp_path, cuda=CUDA + "torch.add: {same_as: torch.cuda.synchronize, sample: '0'}\n"))
     own, named = catalog["torch.add"].cuda, catalog["torch.cuda.synchronize"].cuda
@@ -153,6 +161,9 @@ def test_a_cuda_entry_without_a_record_is_an_error(tmp_path):
     ({"mlx": "add:\n  mlx: [unclosed\n"}, "mlx.yaml:", "invalid YAML"),
     ({"mlx": "torch.add: {mlx: mlx.core.add}\n"}, "mlx.yaml:1", "unknown aten op"),
     ({"mlx": "add: {mlx: mlx.core.add, dtypes: [float64]}\n"}, "mlx.yaml:1", "expected one of"),
+    ({"packages": "cupy: {policy: blocker, why: CUDA memory}\n"}, "packages.yaml:1", "needs instead"),
+    ({"packages": "cupy: {policy: maybe, why: x}\n"}, "packages.yaml:1", "expected one of"),
+    ({"packages": "cupy-cuda12x: {policy: standin, why: x}\n"}, "packages.yaml:1", "not a module name"),
     # measured status
     ({"status": "torch.add: {resolves: maybe}\n"}, "status.yaml:1", "'maybe'"),
     ({"status": "torch.add: {speed: pass}\n"}, "status.yaml:1", "'speed'"),

@@ -101,9 +101,15 @@ def test_installed_commands_work_without_the_source_tree(installed: Path, tmp_pa
 
     program = tmp_path / "train.py"
     program.write_text(CUDA_PROGRAM)
-    ran = run(installed, "torchdevice", "run", "train.py", cwd=tmp_path)
+    ran = run(installed, "torchdevice", "run", "--report", "report.json", "train.py", cwd=tmp_path)
     assert ran.returncode == 0, ran.stderr
     assert ran.stdout.split() == ["cpu", "True", "1"]
+    assert json.loads((tmp_path / "report.json").read_text())["processes"][0]["role"] == "main"
+    assert "torchdevice report: 1 process" in ran.stderr
+
+    checked = run(installed, "torchdevice", "check", "--json", "train.py", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    assert {f["name"] for f in json.loads(checked.stdout)["findings"]} >= {"'cuda'", ".cuda()"}
 
     diff = run(installed, "torchdevice", "rewrite", "--diff", "train.py", cwd=tmp_path)
     assert diff.returncode == 1, diff.stderr

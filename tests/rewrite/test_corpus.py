@@ -6,45 +6,21 @@ per rewritten site on average, and what is rewritten and reported matches the go
 
 from __future__ import annotations
 
-import fcntl
 import os
-import subprocess
-import sys
-import zipfile
 from pathlib import Path
 
 import pytest
+from corpus import sources
 
 from torchdevice.rewrite.outline import split_lines
 from torchdevice.rewrite.rules import default
 from torchdevice.rewrite.source import rewrite_source
 
 HERE = Path(__file__).resolve().parent
-CACHE = HERE.parents[1] / ".bench" / "corpus"
 GOLDEN = HERE / "corpus-reports"
 PACKAGES = ("transformers==5.23.0", "timm==1.0.31", "accelerate==1.15.0", "diffusers==0.42.1")
 SAMPLE = 30
 """Files per package: the ones that mention CUDA most."""
-
-
-def _sources(requirement: str) -> Path:
-    """The package's files, unpacked from its wheel (downloaded once; several test processes may ask at once)."""
-    name, version = requirement.split("==")
-    tree = CACHE / f"{name}-{version}"
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not tree.is_dir():
-            fetched = subprocess.run(
-                [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:", "--quiet",
-                 requirement, "-d", str(CACHE / "wheels")], capture_output=True, text=True, timeout=600)
-            wheel = next(iter(sorted((CACHE / "wheels").glob(f"{name}-{version}-*.whl"))), None)
-            if fetched.returncode != 0 or wheel is None:
-                pytest.fail(f"cannot download {requirement} from PyPI: {fetched.stderr.strip()[-500:]}")
-            with zipfile.ZipFile(wheel) as archive:
-                archive.extractall(f"{tree}.partial", [n for n in archive.namelist() if n.endswith(".py")])
-            os.replace(f"{tree}.partial", tree)
-    return tree
 
 
 def _sample(tree: Path) -> list[Path]:
@@ -56,7 +32,7 @@ def _sample(tree: Path) -> list[Path]:
 
 @pytest.mark.parametrize("requirement", PACKAGES)
 def test_real_packages_rewrite_to_compiling_idempotent_mergeable_code(requirement):
-    tree = _sources(requirement)
+    tree = sources(requirement)
     rules = default()
     report = []
     sites = added = reported = 0

@@ -14,6 +14,7 @@ import sys
 COMMANDS = {
     "run": ("torchdevice.cli.run", "run a Python program with torchdevice active, like `python`"),
     "rewrite": ("torchdevice.cli.rewrite", "rewrite CUDA-specific source into device-agnostic PyTorch"),
+    "check": ("torchdevice.cli.check", "say what will not run on the target, from the sources (nothing is run)"),
     "catalog": ("torchdevice.cli.catalog", "statistics and look-ups in the torch API catalog"),
     "doctor": ("torchdevice.cli.doctor", "what this machine offers and what the runtime would do"),
 }

@@ -30,12 +30,15 @@ _OWN_MODULES = (__name__, "runpy")
 def configure(parser: argparse.ArgumentParser) -> None:
     from torchdevice.runtime.devices import TARGETS
 
-    parser.usage = "torchdevice run [-h] [--target T] [--devices N] (SCRIPT | -m MODULE) [ARGS...]"
+    parser.usage = "torchdevice run [-h] [--target T] [--devices N] [--report FILE] (SCRIPT | -m MODULE) [ARGS...]"
     parser.add_argument("--target", choices=TARGETS, metavar="{" + ",".join(TARGETS) + "}",
                         help="where \"cuda\" goes (default: $TORCHDEVICE_TARGET, else the best device here); "
                              "mps-sim: Apple silicon's kernels and dtypes, simulated on this machine")
     parser.add_argument("--devices", type=_positive, metavar="N",
                         help="emulate N CUDA devices, each of them the target (default: $TORCHDEVICE_DEVICES, else 1)")
+    parser.add_argument("--report", metavar="FILE",
+                        help="at exit, write what the runtime did in every process of the program to FILE (JSON) "
+                             "and print a summary on stderr")
     parser.add_argument("-m", dest="run_module", nargs=argparse.REMAINDER, metavar="MODULE [ARGS...]",
                         help="run library module MODULE as a script, with its arguments")
     parser.add_argument("program", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS...]",
@@ -66,10 +69,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"torchdevice run: {str(exc).removeprefix('torchdevice: ')}", file=sys.stderr)
         return 2
     with warnings.catch_warnings(record=True) as caught:  # no program line to point at yet: said plainly
-        torchdevice.install(target_name(target), devices=args.devices)
+        torchdevice.install(target_name(target), devices=args.devices, report=args.report)
     for warning in caught:
-        print(f"torchdevice run: {warning.category.__name__}: {str(warning.message).removeprefix('torchdevice: ')}",
-              file=sys.stderr)
+        text = f"{warning.category.__name__}: {str(warning.message).removeprefix('torchdevice: ')}"
+        print(f"torchdevice run: {text}", file=sys.stderr)
+        if args.report:
+            from torchdevice.runtime import program_report
+
+            program_report.note_warning(text)
     sys.argv = list(module or args.program)
     try:
         if main is None:

@@ -104,6 +104,11 @@ class CapabilityCache:
         return known is not None and (ANY in known or dtype in known)
 
 
+    def reason(self, op: str, dtype: str) -> Reason | None:
+        """Why ``op`` fails on the target for ``dtype``, if it is known to."""
+        known = self._failing.get(op, {})
+        return known.get(ANY) or known.get(dtype)
+
     def seed(self, ops: Iterable[str]) -> None:
         """Mark ``ops`` failing for every dtype (the kernel table says the target lacks them)."""
         for op in ops:

@@ -12,7 +12,7 @@ backend fallback that raises "not currently implemented"). The kernel, per call:
 2. routes the call: through the op's verified MLX shim when it has one (its ``MlxUnsupported``
    means "not these arguments": the CPU then; torch checks the call first, :mod:`~.validate`), else on
    the CPU (:mod:`~torchdevice.fallback.route`),
-   and counts it with :func:`torchdevice.runtime.report.record_fallback`.
+   and counts it, with the seconds it took there and why, with :func:`torchdevice.runtime.report.record_fallback`.
 
 With ``prefer_mlx`` every overload with a verified MLX shim is registered and goes to MLX first;
 calls whose arguments MLX refuses go on as above. Overloads registered nowhere run the target's
@@ -22,6 +22,7 @@ kernels with no added cost.
 from __future__ import annotations
 
 import logging
+import time
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -124,28 +125,31 @@ class Engine:
         target, backend, cache = self.target, self.target.backend, self.cache
         prefer_mlx = self.prefer_mlx and shim is not None
         unsupported = self.unsupported
+        clock = time.perf_counter
 
-        def on_mlx(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        def on_mlx(args: tuple[Any, ...], kwargs: dict[str, Any], why: str) -> Any:
             assert shim is not None
+            start = clock()
             try:
                 with target.escape():
                     value = route.on_mlx(shim, routed, args, kwargs, target)
             except unsupported:
                 return _REFUSED
-            record_fallback(name, "mlx")
+            record_fallback(name, "mlx", clock() - start, why)
             return value
 
-        def on_cpu(keyset: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        def on_cpu(keyset: Any, args: tuple[Any, ...], kwargs: dict[str, Any], why: str) -> Any:
+            start = clock()
             with target.escape():
                 if target.native_is_cpu:
                     value = native.call_boxed(keyset, *routed.boxed(args), **kwargs)
                 else:
                     value = route.on_cpu(routed, args, kwargs, target)
-            record_fallback(name, "cpu")
+            record_fallback(name, "cpu", clock() - start, why)
             return value
 
         def fallback_kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
-            if prefer_mlx and (value := on_mlx(args, kwargs)) is not _REFUSED:
+            if prefer_mlx and (value := on_mlx(args, kwargs, "MLX preferred")) is not _REFUSED:
                 return value
             dtype = call_dtype(args, kwargs)
             if not cache.fails(name, dtype):
@@ -156,9 +160,11 @@ class Engine:
                     if reason is None:
                         raise
                 cache.record(name, ANY if reason == "kernel" else dtype, reason)
-            if shim is not None and not prefer_mlx and (value := on_mlx(args, kwargs)) is not _REFUSED:
+            why = f"no {backend} kernel" if cache.reason(name, dtype) == "kernel" else \
+                f"{dtype} not supported on {backend}"
+            if shim is not None and not prefer_mlx and (value := on_mlx(args, kwargs, why)) is not _REFUSED:
                 return value
-            return on_cpu(keyset, args, kwargs)
+            return on_cpu(keyset, args, kwargs, why)
 
         fallback_kernel.__qualname__ = f"fallback_kernel[{name}]"
         return fallback_kernel

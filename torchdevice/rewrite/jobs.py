@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from torchdevice.rewrite import files, rules
 from torchdevice.rewrite.base import Note
@@ -28,6 +28,8 @@ from torchdevice.rewrite.source import RewriteError, SourceError, rewrite_source
 
 Mode = Literal["check", "diff", "write"]
 Status = Literal["clean", "unchanged", "changed", "skipped", "failed"]
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -80,15 +82,21 @@ def rewrite_files(
     return [r for r in results if r is not None]  # every slot is filled
 
 
+def _results(work: list[tuple[int, str]], options: Options, jobs: int) -> contextlib.AbstractContextManager[
+        Iterator[FileResult]]:
+    return parallel(_rewrite_one, [(path, options) for _, path in work], jobs)
+
+
 @contextlib.contextmanager
-def _results(work: list[tuple[int, str]], options: Options, jobs: int) -> Iterator[Iterator[FileResult]]:
-    tasks = [(path, options) for _, path in work]
+def parallel(function: Callable[[T], R], tasks: list[T], jobs: int) -> Iterator[Iterator[R]]:
+    """``function``'s results over ``tasks``, in order, computed by a pool of ``jobs`` worker processes (here
+    for one job or one task); ``function`` is a module-level function, so that it reaches spawned workers."""
     if jobs <= 1 or len(tasks) <= 1:
-        yield map(_rewrite_one, tasks)
+        yield map(function, tasks)
         return
     pool = ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), initializer=_worker, initargs=(os.getpid(),))
     try:
-        yield pool.map(_rewrite_one, tasks, chunksize=max(1, len(tasks) // (jobs * 32)))
+        yield pool.map(function, tasks, chunksize=max(1, len(tasks) // (jobs * 32)))
     except BaseException:
         pool.shutdown(wait=False, cancel_futures=True)
         raise

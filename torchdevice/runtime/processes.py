@@ -10,9 +10,10 @@ as soon as it imports torch, before its own code can use torch.
 The value says how this process installed: ``target=cpu`` (the target it resolved, so that no child
 chooses another), with ``devices=N`` where the number of emulated devices was given to ``install()``
 (``torchdevice run --devices N``; where it comes from ``TORCHDEVICE_DEVICES``, children inherit that
-variable anyway) and ``prefer_mlx=1`` where MLX is preferred. ``TORCHDEVICE_INSTALL=1`` (by hand)
-installs with the defaults. The variables ``install()`` reads itself are never changed, so an
-installation does not alter what the next ``install()`` in this process resolves.
+variable anyway), ``prefer_mlx=1`` where MLX is preferred, and ``report=DIR`` (URL-quoted) while the
+program's report is being made (:mod:`.program_report`): the child writes its entry there.
+``TORCHDEVICE_INSTALL=1`` (by hand) installs with the defaults. The variables ``install()`` reads itself
+are never changed, so an installation does not alter what the next ``install()`` in this process resolves.
 
 ``uninstall()`` removes the variable: processes started after it are not redirected. With
 ``TORCHDEVICE_INSTALL=0`` set beforehand nothing is propagated: the runtime stays in the process
@@ -22,8 +23,10 @@ that installed it.
 from __future__ import annotations
 
 import os
+import sys
 import warnings
 from typing import Any
+from urllib.parse import quote, unquote
 
 import torch
 
@@ -31,7 +34,7 @@ from _torchdevice_startup import VARIABLE
 from torchdevice.runtime.devices import resolve_target, target_name
 from torchdevice.runtime.patching import Patcher
 
-KEYS = ("target", "devices", "prefer_mlx")
+KEYS = ("target", "devices", "prefer_mlx", "report")
 
 
 def propagate(patcher: Patcher, target: torch.device, prefer_mlx: bool, devices: int | None) -> None:
@@ -41,6 +44,19 @@ def propagate(patcher: Patcher, target: torch.device, prefer_mlx: bool, devices:
     items = {"target": target_name(target), "devices": devices, "prefer_mlx": 1 if prefer_mlx else None}
     os.environ[VARIABLE] = ",".join(f"{key}={value}" for key, value in items.items() if value is not None)
     patcher.defer(_forget)
+    join_report()
+
+
+def join_report() -> None:
+    """Name the report's directory in ``TORCHDEVICE_INSTALL`` (set by an installation), so that processes
+    started from now on join the program's report."""
+    reporting = sys.modules.get("torchdevice.runtime.program_report")
+    directory = reporting.directory() if reporting is not None else None
+    value = os.environ.get(VARIABLE)
+    if directory is None or value is None or value.strip() in ("0", "1"):
+        return
+    items = [item for item in value.split(",") if not item.startswith("report=")]
+    os.environ[VARIABLE] = ",".join([*items, f"report={quote(directory)}"])
 
 
 def _forget() -> None:
@@ -57,6 +73,11 @@ def install_inherited() -> torch.device:
     except ValueError as exc:
         warnings.warn(f"torchdevice: {VARIABLE}={value!r}: {exc}; installing with the defaults", stacklevel=2)
         arguments = {}
+    report = arguments.pop("report", None)
+    if report is not None:
+        from torchdevice.runtime import program_report
+
+        program_report.join(report)
     try:
         arguments["target"] = target_name(resolve_target(arguments.get("target")))
     except (ValueError, RuntimeError) as exc:  # the parent's target is not one this process can have
@@ -65,7 +86,8 @@ def install_inherited() -> torch.device:
 
 
 def decode(value: str) -> dict[str, Any]:
-    """``"target=cpu,devices=2,prefer_mlx=1"`` -> ``install()``'s arguments; ``"1"`` -> ``{}``."""
+    """``"target=cpu,devices=2,prefer_mlx=1"`` -> ``install()``'s arguments (and ``report``: the report's
+    directory); ``"1"`` -> ``{}``."""
     if value.strip() == "1":
         return {}
     arguments: dict[str, Any] = {}
@@ -75,6 +97,8 @@ def decode(value: str) -> dict[str, Any]:
             raise ValueError(f"expected 1 or key=value items with keys {', '.join(KEYS)}, not {item!r}")
         if key == "target":
             arguments[key] = text
+        elif key == "report":
+            arguments[key] = unquote(text)
         elif not text.isdigit():
             raise ValueError(f"{key} must be a whole number, not {text!r}")
         else:

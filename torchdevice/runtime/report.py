@@ -1,7 +1,9 @@
-"""What the runtime did: redirections, fallbacks and stand-ins used, counted per op and route.
+"""What the runtime did in this process: redirections, fallbacks and stand-ins, counted per op and route.
 
 The hot paths only bump counters; logging happens once per distinct (op, route), at INFO on the
-``torchdevice`` logger (shown with ``TORCHDEVICE_LOG=info``, see :func:`configure_logging`).
+``torchdevice`` logger (shown with ``TORCHDEVICE_LOG=info``, see :func:`configure_logging`). The report
+of a whole program (``torchdevice run --report``) is made of these counters, one set per process
+(:mod:`torchdevice.runtime.program_report`).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import logging
 import os
 import sys
 import warnings
-from collections import Counter
+from collections import Counter, defaultdict
 
 log = logging.getLogger("torchdevice")
 
@@ -18,7 +20,12 @@ _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 redirects: Counter[tuple[str, str]] = Counter()
 fallbacks: Counter[tuple[str, str]] = Counter()
+fallback_seconds: defaultdict[tuple[str, str], float] = defaultdict(float)
+"""(op, route) -> seconds spent running the op elsewhere (copies included)."""
+fallback_why: dict[str, str] = {}
+"""op -> why the first of its calls fell back (``no MPS kernel``, ``float64 not supported on MPS``...)."""
 standins: Counter[tuple[str, str]] = Counter()
+"""(stand-in function, device type or ``"import"``) -> how many times the program used it (:func:`record_standin`)."""
 
 
 def configure_logging() -> None:
@@ -43,12 +50,15 @@ def configure_logging() -> None:
         log.addHandler(handler)
 
 
-def record_fallback(op: str, route: str) -> None:
-    """Count one call of ``op`` that ran elsewhere than the target (``route``: ``"mlx"`` or ``"cpu"``)."""
+def record_fallback(op: str, route: str, seconds: float = 0.0, why: str = "") -> None:
+    """Count one call of ``op`` that ran elsewhere than the target (``route``: ``"mlx"`` or ``"cpu"``), which
+    took ``seconds`` there, for the reason ``why``."""
     key = (op, route)
     if key not in fallbacks:
-        log.info("fallback %s: %s", op, route)
+        log.info("fallback %s: %s (%s)", op, route, why or "reason unknown")
+        fallback_why.setdefault(op, why)
     fallbacks[key] += 1
+    fallback_seconds[key] += seconds
 
 
 def record_redirect(op: str, route: str) -> None:
@@ -73,9 +83,17 @@ def report() -> dict[str, dict[str, dict[str, int]]]:
     return {"redirects": _nest(redirects), "fallbacks": _nest(fallbacks), "standins": _nest(standins)}
 
 
+def fallback_rows() -> list[dict[str, object]]:
+    """One row per (aten overload, route): ``op``, ``route``, ``count``, ``seconds``, ``why``."""
+    return [{"op": op, "route": route, "count": n, "seconds": fallback_seconds[op, route],
+             "why": fallback_why.get(op, "")} for (op, route), n in sorted(fallbacks.items())]
+
+
 def reset() -> None:
     redirects.clear()
     fallbacks.clear()
+    fallback_seconds.clear()
+    fallback_why.clear()
     standins.clear()
 
 

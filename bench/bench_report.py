@@ -1,0 +1,87 @@
+"""What the program report (``torchdevice run --report``) costs.
+
+- per call: nothing is added to redirected calls (the runtime counts them whether a report is asked for
+  or not); each fallen-back call is timed and explained: the accounting (two clock reads and
+  ``record_fallback``) timed alone, against the cheapest fallback call there is (``cummax`` of 8 floats on
+  the simulated MPS target, through the CPU route);
+- at exit: ``torchdevice run --report FILE prog.py`` vs ``torchdevice run prog.py`` for a program that
+  starts 4 Python processes, in fresh interpreters, interleaved, medians of the CPU time of the whole
+  process tree (on a shared machine, wall time mostly measures the other processes).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bench.timing import per_call
+from torchdevice.fallback import Engine
+from torchdevice.fallback.cache import CapabilityCache
+from torchdevice.fallback.simulated import SimulatedMPS
+from torchdevice.runtime import report
+
+PROGRAM = """\
+import subprocess, sys, torch
+torch.zeros(8, device="cuda")
+for _ in range(4):
+    subprocess.run([sys.executable, "-c", "import torch; torch.zeros(8, device='cuda')"], check=True)
+"""
+ENV = {k: v for k, v in os.environ.items() if not k.startswith("TORCHDEVICE_")}
+
+
+def accounting() -> Iterator[dict[str, Any]]:
+    x = torch.randn(8)
+    with SimulatedMPS(missing={"cummax"}, table_missing={"aten::cummax"}) as target:
+        library = Engine(target, CapabilityCache(target.name, None)).install()
+        try:
+            fallback = per_call(lambda: torch.cummax(x, 0), number=2_000, repeat=5, timer=time.process_time)
+        finally:
+            library._destroy()
+    clock = time.perf_counter
+
+    def account() -> None:
+        start = clock()
+        report.record_fallback("aten::cummax", "cpu", clock() - start, "no MPS kernel")
+
+    cost = per_call(account, number=20_000, repeat=5, timer=time.process_time)
+    report.reset()
+    yield {"name": "fallback accounting (clock + record_fallback) vs cheapest fallback call", "candidate_s": cost,
+           "baseline_s": fallback, "share": cost / fallback, "target_share": 0.05}
+
+
+def at_exit() -> Iterator[dict[str, Any]]:
+    with tempfile.TemporaryDirectory() as directory:
+        program = Path(directory) / "prog.py"
+        program.write_text(PROGRAM)
+        plain = [sys.executable, "-m", "torchdevice", "run", str(program)]
+        reported = [sys.executable, "-m", "torchdevice", "run", "--report", str(Path(directory) / "r.json"),
+                    str(program)]
+
+        def seconds(command: list[str]) -> float:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            subprocess.run(command, check=True, capture_output=True, env=ENV)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+        seconds(plain)  # warm the file system cache and bytecode
+        runs = [(seconds(plain), seconds(reported)) for _ in range(3)]
+    without = statistics.median(r[0] for r in runs)
+    with_report = statistics.median(r[1] for r in runs)
+    yield {"name": "torchdevice run --report vs without, program of 5 processes (CPU time, medians)",
+           "candidate_s": with_report, "baseline_s": without, "added_ms": (with_report - without) * 1e3,
+           "target_added_ms": 100}
+
+
+def run() -> Iterator[dict[str, Any]]:
+    yield from accounting()
+    yield from at_exit()

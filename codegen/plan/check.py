@@ -1,0 +1,58 @@
+"""What ``torchdevice check`` needs from the catalog (``check_table.py.j2``).
+
+- **packages**: the CUDA-only packages of ``catalog/overlays/packages.yaml``, blockers and stand-ins;
+- **calls missing on MPS**: public Python entries (``torch.nn.functional.adaptive_max_pool3d``) that reach an
+  aten op without any MPS kernel (every overload but the ``out=`` ones missing on MPS, as the fallback table
+  says); whether each such op has a verified MLX route; whether every op the entry reaches is missing (it
+  always falls back) or only some (it falls back for some arguments).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from codegen.model import Catalog
+from codegen.plan.fallback import FallbackTable
+from torchdevice.records import aten_key, is_aten_entry
+
+PYTHON_KINDS = ("function", "builtin", "method")
+
+
+@dataclass(frozen=True)
+class MissingCall:
+    name: str
+    ops: tuple[str, ...]
+    """The aten ops it reaches that have no MPS kernel."""
+    always: bool
+    """Every op it reaches is missing: each call falls back, not only some."""
+    mlx: bool
+    """Every missing op has a verified MLX route."""
+
+
+@dataclass(frozen=True)
+class CheckTable:
+    packages: tuple[tuple[str, str, str, str], ...]
+    """``(module, policy, why, instead)``."""
+    missing_on_mps: tuple[MissingCall, ...]
+
+    @classmethod
+    def of(cls, catalog: Catalog, fallback: FallbackTable) -> CheckTable:
+        missing, routed = set(fallback.missing_on_mps), {name for name, _ in fallback.mlx_routes}
+        overloads: dict[str, list[str]] = {}
+        for e in catalog.entries:
+            if e.kind == "op_overload" and is_aten_entry(e.name):
+                op, _, overload = aten_key(e.name).partition(".")
+                if overload != "out" and not overload.endswith("_out"):
+                    name = f"aten::{op}" if overload == "default" else f"aten::{op}.{overload}"
+                    overloads.setdefault(op, []).append(name)
+        lacking = {op for op, names in overloads.items() if all(n in missing for n in names)}
+        calls = []
+        for e in catalog.entries:
+            if e.kind not in PYTHON_KINDS or e.name.startswith("torch.ops.") or "._" in e.name:
+                continue
+            ops = tuple(op for op in e.aten if op in lacking)
+            if ops:
+                calls.append(MissingCall(e.name, ops, len(ops) == len(e.aten),
+                                         all(n in routed for op in ops for n in overloads[op])))
+        packages = tuple((name, r.policy, r.why, r.instead) for name, r in catalog.packages)
+        return cls(packages, tuple(sorted(calls, key=lambda c: c.name)))

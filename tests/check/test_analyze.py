@@ -1,0 +1,73 @@
+"""``torchdevice check``'s reading of one module: findings at the lines the fixtures mark (``# expect: SEVERITY
+NAME``), none blocking in guarded code, names resolved through imports and aliases, and per target."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from torchdevice.check.analyze import check_source
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+EXPECT = re.compile(r"# expect: (\w+) (\S+)")
+
+
+def expected(path: Path) -> set[tuple[int, str, str]]:
+    return {(n, *m.groups()) for n, line in enumerate(path.read_text().splitlines(), 1)
+            for m in EXPECT.finditer(line)}
+
+
+@pytest.mark.parametrize("name", ["blockers.py", "guarded.py"])
+def test_findings_are_at_the_marked_lines(name):
+    path = FIXTURES / name
+    findings = check_source(path.read_text(), str(path), "mps")
+    found = {(f.line, f.severity, f.name) for f in findings}
+    marked = expected(path)
+    assert {f for f in found if f[1] != "info"} == {m for m in marked if m[1] != "info"}
+    assert {m for m in marked if m[1] == "info"} <= found
+    for f in findings:
+        line = path.read_text().splitlines()[f.line - 1]
+        assert f.column >= 1 and line[f.column - 1:].strip(), f  # the column points into the line
+        if f.severity == "blocker":
+            assert f.todo and f.message, f
+
+
+def test_guarded_code_has_no_blocker():
+    path = FIXTURES / "guarded.py"
+    assert not [f for f in check_source(path.read_text(), str(path), "mps") if f.severity == "blocker"]
+
+
+def test_the_cpu_lacks_no_op_and_simulated_mps_lacks_what_mps_lacks():
+    source = "import torch.nn.functional as F\ny = F.adaptive_max_pool3d(x, 2)\nz = x.take(i)\n"
+    assert [f.name for f in check_source(source, "m.py", "cpu")] == []
+    mps = [(f.name, f.severity) for f in check_source(source, "m.py", "mps")]
+    assert mps == [("torch.nn.functional.adaptive_max_pool3d", "warning"), ("torch.Tensor.take", "info")]
+    assert [(f.name, f.severity) for f in check_source(source, "m.py", "mps-sim")] == mps
+
+
+def test_names_are_resolved_through_the_module_imports_only():
+    source = (
+        "from torch import cuda as c\n"
+        "import torch as th\n"
+        "c.CUDAGraph()\n"           # torch.cuda.CUDAGraph through an alias of torch.cuda
+        "th.cuda.graphs.CUDAGraph\n"  # a submodule's name for it
+        "cuda = object()\n"
+        "other.cuda.CUDAGraph()\n"    # not torch
+        "def f(graph: th.cuda.CUDAGraph): pass\n"  # an annotation runs nothing
+    )
+    found = [(f.line, f.name, f.severity) for f in check_source(source, "m.py", "mps")]
+    assert found == [(3, "torch.cuda.CUDAGraph", "blocker"), (4, "torch.cuda.graphs.CUDAGraph", "blocker")]
+
+
+def test_columns_count_characters_not_bytes():
+    source = "import torch\nétiquette = 'é'; torch.cuda.current_blas_handle()\n"
+    [finding] = check_source(source, "m.py", "mps")
+    assert source.splitlines()[1][finding.column - 1:].startswith("torch.cuda.current_blas_handle")
+
+
+def test_a_cuda_test_guards_nothing_under_the_runtime():
+    source = "import torch\nif torch.cuda.is_available():\n    import cupy\nif use_cupy:\n    import cupy\n"
+    found = [(f.line, f.severity) for f in check_source(source, "m.py", "mps") if f.name == "cupy"]
+    assert found == [(3, "blocker"), (5, "warning")]

@@ -1,0 +1,53 @@
+"""The report's rows of fallen-back aten overloads, from the engine on a simulated MPS target: how many calls,
+by which route, how long they took there and why; and how rows of several processes add up."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from fallback_support import activated
+
+from torchdevice.fallback.simulated import SimulatedMPS
+from torchdevice.runtime import program_report, report
+
+
+@pytest.fixture(autouse=True)
+def fresh(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHDEVICE_CACHE_DIR", str(tmp_path / "cache"))
+    report.reset()
+    yield
+    report.reset()
+
+
+def row(op: str, route: str) -> dict:
+    return next(r for r in report.fallback_rows() if (r["op"], r["route"]) == (op, route))
+
+
+def test_missing_kernel_and_unsupported_dtype_are_counted_timed_and_explained():
+    sim = SimulatedMPS(missing={"cummax"}, table_missing={"aten::cummax"}, no_float64={"erfinv"},
+                       try_first={"aten::erfinv"})
+    x, d = torch.randn(50), torch.rand(5, dtype=torch.float64)
+    with activated(sim):
+        maxima = [torch.cummax(x, 0) for _ in range(3)]
+        inverse = torch.erfinv(d)
+    torch.testing.assert_close(tuple(maxima[0]), tuple(torch.cummax(x, 0)))
+    torch.testing.assert_close(inverse, torch.erfinv(d))
+    cummax = row("aten::cummax", "cpu")
+    assert cummax["count"] == 3 and cummax["why"] == "no MPS kernel" and cummax["seconds"] > 0
+    erfinv = row("aten::erfinv", "cpu")
+    assert erfinv["count"] == 1 and erfinv["why"] == "float64 not supported on MPS"
+
+
+def test_rows_of_several_processes_add_up_and_get_their_share_of_the_wall_time():
+    def entry(pid: int, seconds: float, rows: list[dict]) -> dict:
+        return {"pid": pid, "seconds": seconds, "command": "p", "target": "mps", "redirects": {},
+                "fallbacks": rows, "standins": {}, "warnings": []}
+
+    a = {"op": "aten::cummax", "route": "cpu", "count": 2, "seconds": 1.0, "why": "no MPS kernel"}
+    b = {**a, "count": 3, "seconds": 0.5}
+    document = program_report.merge(entry(1, 10.0, [a]), [entry(2, 4.0, [b])])
+    assert [p["pid"] for p in document["processes"]] == [1, 2]
+    [total] = document["fallbacks"]
+    assert (total["count"], total["seconds"], total["share"]) == (5, 1.5, pytest.approx(0.15))
+    text = program_report.summary(document, "")
+    assert "aten::cummax  cpu  5 calls  1.500 s  15.0%  (no MPS kernel)" in text

@@ -1,0 +1,7 @@
+"""``torchdevice check``: what will not run on the target, and what will run differently, read from the sources.
+
+:mod:`.knowledge` says what the runtime does with a name (from the generated tables), :mod:`.analyze`
+finds the names and constructs in one module (``ast``; nothing is imported or executed), :mod:`.scan`
+checks many files in parallel with the rewriter's file walking, reading and worker pool, and
+:mod:`.output` prints the findings like a linter, grouped at the end, or as JSON.
+"""

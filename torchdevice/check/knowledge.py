@@ -1,0 +1,109 @@
+"""What the runtime does with a name, as the generated tables say: CUDA-only packages (blockers, stand-ins),
+``torch.cuda`` entries (emulated, refused), calls the target lacks kernels for. No torch import, no YAML."""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+TARGETS = ("mps", "cpu", "mps-sim")
+"""``mps-sim``: the simulated MPS target (the CPU with MPS's missing kernels), which lacks what MPS lacks."""
+
+
+@dataclass(frozen=True)
+class Package:
+    module: str
+    """The table's key that applies (``apex.normalization`` for ``apex.normalization.fused_layer_norm``)."""
+    policy: str
+    """``blocker`` or ``standin``."""
+    why: str
+    instead: str
+
+
+@dataclass(frozen=True)
+class CudaEntry:
+    name: str
+    policy: str
+    """``emulate`` or ``unsupported`` (entries not in the table pass through unchanged)."""
+    does: str
+    why: str
+
+
+@dataclass(frozen=True)
+class MissingCall:
+    name: str
+    ops: tuple[str, ...]
+    always: bool
+    mlx: bool
+
+
+@functools.cache
+def packages() -> dict[str, tuple[str, str, str]]:
+    from torchdevice_generated.check_table import PACKAGES
+
+    return PACKAGES
+
+
+@functools.cache
+def cuda_entries() -> dict[str, CudaEntry]:
+    from torchdevice_generated.cuda_table import EMULATION
+
+    return {name: CudaEntry(name, policy, does, why)
+            for module, path, attr, policy, does, _, why, _ in EMULATION
+            for name in (".".join((module, *path, attr)),)}
+
+
+def package(module: str) -> Package | None:
+    """The package rule that applies to an imported module: the longest key that is it or a parent of it."""
+    table = packages()
+    parts = module.split(".")
+    for n in range(len(parts), 0, -1):
+        key = ".".join(parts[:n])
+        if key in table:
+            return Package(key, *table[key])
+    return None
+
+
+def cuda_entry(name: str) -> CudaEntry | None:
+    """The ``torch.cuda`` table's row for ``name`` or the nearest entry it is an attribute of
+    (``torch.cuda.Event.record`` -> ``torch.cuda.Event``)."""
+    table = cuda_entries()
+    parts = name.split(".")
+    for n in range(len(parts), 2, -1):
+        found = table.get(".".join(parts[:n]))
+        if found is not None:
+            return found
+    return None
+
+
+def missing(name: str, target: str) -> MissingCall | None:
+    """The public entry ``name`` when the target lacks a kernel it reaches (the CPU lacks none)."""
+    if target == "cpu":
+        return None
+    from torchdevice_generated.check_table import MISSING_ON_MPS
+
+    found = MISSING_ON_MPS.get(name)
+    return MissingCall(name, *found) if found is not None else None
+
+
+@functools.cache
+def tensor_methods(target: str) -> frozenset[str]:
+    """Names of ``torch.Tensor`` methods the target lacks kernels for (``take``, ``put_``)."""
+    if target == "cpu":
+        return frozenset()
+    from torchdevice_generated.check_table import MISSING_ON_MPS
+
+    return frozenset(name.rpartition(".")[2] for name in MISSING_ON_MPS if name.startswith("torch.Tensor."))
+
+
+@functools.cache
+def triggers(target: str) -> re.Pattern[bytes]:
+    """Bytes that a file with anything to say about must contain: files without them are not parsed."""
+    from torchdevice_generated.check_table import MISSING_ON_MPS
+
+    words = {"cuda", "CUDA", "nccl", *(key.split(".")[0] for key in packages())}
+    if target != "cpu":
+        words |= {name.rpartition(".")[2] for name in MISSING_ON_MPS}
+    alternatives = "|".join(sorted(map(re.escape, words), key=len, reverse=True))
+    return re.compile(rf"(?<![A-Za-z0-9_])({alternatives})(?![A-Za-z0-9])".encode())

@@ -1,0 +1,50 @@
+"""Check files: found and read as ``torchdevice rewrite`` finds and reads them, in its pool of processes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from torchdevice.check import knowledge
+from torchdevice.check.analyze import Finding, check_source
+from torchdevice.rewrite import files
+from torchdevice.rewrite.jobs import parallel
+
+
+@dataclass(frozen=True)
+class FileReport:
+    path: str
+    findings: tuple[Finding, ...] = ()
+    error: str = field(default="")
+    """Why the file could not be checked (``path[:line]: reason``), else empty."""
+    skipped: str = ""
+    """Why the file was set aside unread (``--max-file-size``, a link out of the paths...), else empty."""
+
+
+def check_files(found: Sequence[files.Found], target: str, jobs: int, max_bytes: int | None) -> list[FileReport]:
+    """One report per file found, in order."""
+    tasks = [(str(item.path), item.skip, target, max_bytes) for item in found]
+    with parallel(check_file, tasks, jobs) as done:
+        return list(done)
+
+
+def check_file(task: tuple[str, str, str, int | None]) -> FileReport:
+    """Read and check one file; files that mention nothing the check knows are not parsed."""
+    path, skip, target, max_bytes = task
+    if skip:
+        return FileReport(path, skipped=skip)
+    try:
+        data, _ = files.read(Path(path), max_bytes)
+        if not knowledge.triggers(target).search(data):
+            return FileReport(path)
+        source, _ = files.decode(Path(path), data)
+        return FileReport(path, tuple(check_source(source, path, target)))
+    except files.Skipped as exc:
+        return FileReport(path, skipped=str(exc))
+    except files.Unreadable as exc:
+        return FileReport(path, error=str(exc))
+    except SyntaxError as exc:
+        return FileReport(path, error=f"{path}:{exc.lineno}: syntax error: {exc.msg}")
+    except (RecursionError, MemoryError):
+        return FileReport(path, error=f"{path}: too deeply nested to parse")

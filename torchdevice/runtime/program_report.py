@@ -1,0 +1,293 @@
+"""The report of a whole program: what the runtime did in every process, one JSON file written at exit, and a
+short summary on stderr.
+
+The process that asks for it (``torchdevice run --report FILE``, ``install(report=FILE)``,
+``TORCHDEVICE_REPORT=FILE``) is the program's *main* process: it makes a temporary directory, which
+``TORCHDEVICE_INSTALL`` names for every process the program starts (``report=DIR``, see
+:mod:`.processes`), so that each of them joins. At its exit each process writes its own entry there
+(``PID.json``: pid, parent, role, command, seconds, redirects, fallbacks per aten overload and route
+with seconds and why, stand-ins, torchdevice's warnings); the main process, at its exit, adds its own,
+merges them all into FILE (written whole or not at all) and removes the directory. Forked children
+(``fork`` start method, ``os.fork``) start from zeroed counters and write their own entry too.
+
+Asked for or not, the runtime counts the same things (:mod:`.report`): the report adds nothing to
+a call, only the writing at exit. A process still running when the main one exits is not in the
+report. A report file that cannot be written costs the run nothing: one line says so on stderr (at
+the start where it can be seen then, else at exit), and the summary is printed anyway.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import multiprocessing.util
+import os
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+from torchdevice.runtime import report
+
+VARIABLE = "TORCHDEVICE_REPORT"
+"""Where the main process writes the report, for programs not started with ``torchdevice run --report``."""
+
+FORMAT = 1
+SHOWN = 8
+"""Fallback rows and redirected entries named in the summary."""
+
+
+class Session:
+    """This process's part in a report: where its entry goes, and (in the main process) where the report goes."""
+
+    def __init__(self, directory: str, path: Path | None, forked: bool = False) -> None:
+        self.directory = directory
+        self.path = path
+        self.forked = forked
+        self.pid = os.getpid()
+        self.started = time.perf_counter()
+        self.warnings: list[str] = []
+        self.done = False
+        self.said_unwritable = False
+
+
+_session: Session | None = None
+_hooks_set = False
+
+
+def start(path: str | os.PathLike[str]) -> None:
+    """Make this process the main one of a report written to ``path`` at exit (again with the same path: nothing)."""
+    global _session
+    target = Path(path).absolute()
+    if _session is not None and _session.path == target and _session.pid == os.getpid():
+        return
+    _session = Session(tempfile.mkdtemp(prefix="torchdevice-report-"), target)
+    if not _writable(target):  # said now, before a long run, and not again at exit
+        _session.said_unwritable = True
+        print(f"torchdevice: cannot write the report to {target} (a missing or read-only directory); "
+              "the program runs, and the summary is printed at exit", file=sys.stderr)
+    _set_hooks()
+
+
+def join(directory: str) -> None:
+    """Write this process's entry into ``directory`` at exit (a process the main one started)."""
+    global _session
+    if _session is not None and _session.directory == directory and _session.pid == os.getpid():
+        return
+    if not os.path.isdir(directory):
+        return  # the main process is gone: nobody would read it
+    _session = Session(directory, None)
+    _set_hooks()
+
+
+def directory() -> str | None:
+    """The directory that processes started from now on write their entries into, when a report is being made."""
+    return _session.directory if _session is not None else None
+
+
+def note_warning(text: str) -> None:
+    """Keep a warning of torchdevice's for the report (the ones it shows through :mod:`warnings` are kept anyway)."""
+    if _session is not None and text not in _session.warnings:
+        _session.warnings.append(text)
+
+
+def _set_hooks() -> None:
+    global _hooks_set
+    if _hooks_set:
+        return
+    _hooks_set = True
+    atexit.register(finish)
+    os.register_at_fork(after_in_child=_forked)
+    shown = warnings.showwarning
+
+    def showwarning(message: Any, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+        if str(message).startswith("torchdevice"):
+            note_warning(f"{category.__name__}: {message}")
+        shown(message, category, *args, **kwargs)
+
+    warnings.showwarning = showwarning
+    logging.getLogger("torchdevice").addHandler(_Warnings())
+
+
+class _Warnings(logging.Handler):
+    """The ``torchdevice`` logger's warnings, kept for the report."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        note_warning(record.getMessage())
+
+
+def _forked() -> None:
+    """In a forked child: its own counters and its own entry; multiprocessing's fork children leave through
+    ``os._exit``, so their entry is written by one of multiprocessing's finalizers instead of ``atexit``."""
+    global _session
+    if _session is None:
+        return
+    activation = sys.modules.get("torchdevice.runtime.activation")
+    if activation is not None:
+        activation.flush()  # the parent's pending counts, then all of the parent's counts, are not this child's
+    report.reset()
+    _session = Session(_session.directory, None, forked=True)
+    multiprocessing.util.register_after_fork(_session, _finalize_in_child)
+
+
+def _finalize_in_child(session: Session) -> None:
+    multiprocessing.util.Finalize(session, finish, exitpriority=100)
+
+
+def finish() -> None:
+    """At exit: write this process's entry; in the main process, merge every entry into the report."""
+    session = _session
+    if session is None or session.done or session.pid != os.getpid():
+        return
+    session.done = True
+    entry = _entry(session)
+    if session.path is None:
+        try:
+            from torchdevice import atomic
+
+            atomic.write(Path(session.directory) / f"{session.pid}.json", json.dumps(entry))
+        except OSError:
+            pass  # the main process removed the directory: it has written the report already
+        return
+    others = _read_entries(session.directory)
+    shutil.rmtree(session.directory, ignore_errors=True)
+    document = merge(entry, others)
+    try:
+        from torchdevice import atomic
+
+        atomic.write(session.path, json.dumps(document, indent=1) + "\n")
+        where = str(session.path)
+    except OSError as exc:
+        where = ""
+        if not session.said_unwritable:
+            print(f"torchdevice: cannot write the report to {session.path}: {exc.strerror or exc}", file=sys.stderr)
+    print(summary(document, where), file=sys.stderr)
+
+
+def _entry(session: Session) -> dict[str, Any]:
+    activation = sys.modules.get("torchdevice.runtime.activation")
+    if activation is not None:
+        activation.flush()
+    target = activation.current_target().type if activation is not None else None
+    return {
+        "pid": session.pid,
+        "parent_pid": os.getppid(),
+        "role": "main" if session.path is not None else _role(session),
+        "command": shlex.join(sys.orig_argv),
+        "target": target,
+        "seconds": time.perf_counter() - session.started,
+        "redirects": report.report()["redirects"],
+        "fallbacks": report.fallback_rows(),
+        "standins": {name: sum(routes.values()) for name, routes in report.report()["standins"].items()},
+        "warnings": list(session.warnings),
+    }
+
+
+def _role(session: Session) -> str:
+    """What this child process is to the program."""
+    data = sys.modules.get("torch.utils.data")
+    info = data.get_worker_info() if data is not None else None
+    if info is not None:
+        return f"DataLoader worker {info.id}"
+    if "PYTEST_XDIST_WORKER" in os.environ and "xdist" in sys.modules:  # the worker, not a process it started
+        return f"pytest-xdist worker {os.environ['PYTEST_XDIST_WORKER']}"
+    distributed = sys.modules.get("torch.distributed")
+    if distributed is not None and distributed.is_available() and distributed.is_initialized():
+        return f"rank {distributed.get_rank()}"
+    if "RANK" in os.environ:
+        return f"rank {os.environ['RANK']}"
+    name = multiprocessing.current_process().name
+    if name != "MainProcess":
+        return f"multiprocessing {name}"
+    return "forked child" if session.forked else "subprocess"
+
+
+def _read_entries(directory: str) -> list[dict[str, Any]]:
+    entries = []
+    for path in sorted(Path(directory).glob("*.json")):
+        try:
+            entries.append(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            continue
+    return entries
+
+
+def merge(main: dict[str, Any], others: list[dict[str, Any]]) -> dict[str, Any]:
+    """The report: every process's entry (main first), and the program's totals."""
+    processes = [main, *sorted(others, key=lambda e: e["pid"])]
+    redirects: dict[str, dict[str, int]] = {}
+    fallbacks: dict[tuple[str, str], dict[str, Any]] = {}
+    standins: dict[str, int] = {}
+    warned: list[str] = []
+    for p in processes:
+        for op, routes in p["redirects"].items():
+            for route, n in routes.items():
+                redirects.setdefault(op, {}).setdefault(route, 0)
+                redirects[op][route] += n
+        for row in p["fallbacks"]:
+            total = fallbacks.setdefault((row["op"], row["route"]), {**row, "count": 0, "seconds": 0.0})
+            total["count"] += row["count"]
+            total["seconds"] += row["seconds"]
+        for name, n in p["standins"].items():
+            standins[name] = standins.get(name, 0) + n
+        warned += [w for w in p["warnings"] if w not in warned]
+    wall = main["seconds"]
+    rows = sorted(fallbacks.values(), key=lambda r: (-r["seconds"], r["op"], r["route"]))
+    for row in rows:
+        row["share"] = row["seconds"] / wall if wall > 0 else 0.0
+    return {
+        "format": FORMAT,
+        "command": main["command"],
+        "target": main["target"],
+        "wall_seconds": wall,
+        "processes": processes,
+        "redirects": {op: redirects[op] for op in sorted(redirects)},
+        "fallbacks": rows,
+        "standins": standins,
+        "warnings": warned,
+    }
+
+
+def summary(document: dict[str, Any], where: str) -> str:
+    """A few lines for stderr: processes and time, what was redirected, what fell back, stand-ins, warnings."""
+    n = len(document["processes"])
+    lines = [f"torchdevice report: {n} process{'es' if n != 1 else ''}, {document['wall_seconds']:.1f} s, "
+             f"target {document['target']}" + (f"; written to {where}" if where else "")]
+    redirected = sorted(((sum(r.values()), op) for op, r in document["redirects"].items()), reverse=True)
+    total = sum(count for count, _ in redirected)
+    named = ", ".join(f"{op} {count:,}" for count, op in redirected[:SHOWN])
+    lines.append(f"  redirected: {total:,} calls" + (f" ({named}{', ...' if len(redirected) > SHOWN else ''})"
+                                                      if redirected else ""))
+    if not document["fallbacks"]:
+        lines.append("  fallbacks: none")
+    else:
+        calls = sum(r["count"] for r in document["fallbacks"])
+        seconds = sum(r["seconds"] for r in document["fallbacks"])
+        share = seconds / max(document["wall_seconds"], 1e-9)
+        lines.append(f"  fallbacks: {calls:,} calls, {seconds:.3f} s ({share:.1%} of the wall time)")
+        for r in document["fallbacks"][:SHOWN]:
+            lines.append(f"    {r['op']}  {r['route']}  {r['count']:,} calls  {r['seconds']:.3f} s  {r['share']:.1%}"
+                         f"  ({r['why'] or 'reason unknown'})")
+        if len(document["fallbacks"]) > SHOWN:
+            lines.append(f"    ... {len(document['fallbacks']) - SHOWN} more in the report")
+    standins = document["standins"]
+    lines.append("  stand-ins: " + (", ".join(f"{k} {v:,}" for k, v in sorted(standins.items())) or "none"))
+    lines.append("  warnings: " + ("none" if not document["warnings"] else str(len(document["warnings"]))))
+    lines += [f"    {w}" for w in document["warnings"][:SHOWN]]
+    return "\n".join(lines)
+
+
+def _writable(path: Path) -> bool:
+    if path.is_dir():
+        return False
+    if path.exists():
+        return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+    return path.parent.is_dir() and os.access(path.parent, os.W_OK)
