@@ -34,11 +34,16 @@ class DeviceRule:
     sample: str = ""
     """A call of the entry with ``DEVICE`` for the device, where its signature cannot suggest one; the
     per-entry test runs it with ``"cuda"`` through the runtime and ``"cpu"`` natively."""
+    shares: bool = False
+    """``wrap``: the result may share its argument's memory (``torch.as_tensor``); asked for CUDA, it is
+    copied unless it is already on that emulated device, as a host-to-device move copies on a GPU."""
 
     def __post_init__(self) -> None:
         if self.route is not None and not self.why:
             raise ValueError(f"route {self.route} needs why")
         if (self.route == "hand") != bool(self.by):
             raise ValueError("by names the hand-written module of route hand, and only of it")
+        if self.shares and self.route != "wrap":
+            raise ValueError("shares describes the result of a generated wrapper (route wrap)")
         if self.by and self.by not in HAND_WRITTEN:
             raise ValueError(f"by: {self.by!r} is not a hand-written runtime module ({', '.join(HAND_WRITTEN)})")

@@ -69,7 +69,8 @@ def plan(catalog: Catalog) -> Plan:
     return Plan(
         torch_version=catalog.torch_version,
         policies=policies,
-        wrappers=tuple(wrapper_of(e) for e in catalog.entries if routed[e.name] == "wrap"),
+        wrappers=tuple(wrapper_of(e, policies.device_rule(e).shares)
+                       for e in catalog.entries if routed[e.name] == "wrap"),
         emulation=rows,
         members=emulation.members(catalog, rows),
         fallback=fallback,

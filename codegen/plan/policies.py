@@ -66,7 +66,8 @@ class Policies:
         glob = next((rule for regex, rule in self._patterns if regex.match(entry.name)), None)
         if glob is None:
             return own
-        return DeviceRule(route=glob.route, why=glob.why, by=glob.by, sample=own.sample or glob.sample)
+        return DeviceRule(route=glob.route, why=glob.why, by=glob.by, sample=own.sample or glob.sample,
+                          shares=own.shares)
 
     @cached_property
     def _patterns(self) -> list[tuple[re.Pattern[str], DeviceRule]]:

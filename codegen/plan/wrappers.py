@@ -20,8 +20,10 @@ from codegen.model import Entry
 from codegen.plan.policies import PlanError
 from codegen.signatures import INT_LIKE, P, Signature, render
 
+TENSOR_RETURNS = frozenset({"Tensor", "torch.Tensor"})
 Form = Literal["keyword", "first", "at"]
 Table = Literal["devices", "strict", "types"]
+Result = Literal["new", "shares", "other"]
 
 
 
@@ -38,6 +40,12 @@ class Wrapper:
     """Index of ``param`` among positional arguments, ``self`` included (``None``: keyword only)."""
     pin_memory: bool
     """Whether ``pin_memory=True`` is accepted (and dropped: no emulated target pins memory)."""
+    result: Result
+    """What a call asked for CUDA returns: ``new`` memory (marked as on the emulated device), memory that
+    may be the argument's (``shares``: copied unless already there), or ``other`` (not a tensor)."""
+    generator: bool
+    """Whether it draws random numbers and takes ``generator=``: asked for CUDA, it draws from the
+    emulated CUDA generator, as on a GPU, not from the host's."""
 
     @property
     def name(self) -> str:
@@ -87,8 +95,9 @@ def _modern(annotation: str) -> str:
     return ast.unparse(_Optional().visit(ast.parse(annotation, mode="eval")))
 
 
-def wrapper_of(entry: Entry) -> Wrapper:
-    """Decide how ``entry``'s wrapper reads and translates its device argument."""
+def wrapper_of(entry: Entry, shares: bool = False) -> Wrapper:
+    """Decide how ``entry``'s wrapper reads and translates its device argument; ``shares``: its result may
+    share its argument's memory (``devices.yaml``)."""
     if len(entry.device_params) != 1:
         raise PlanError(entry.name, f"a wrapper translates one parameter, not {entry.device_params}")
     if not entry.signatures:
@@ -107,7 +116,13 @@ def wrapper_of(entry: Entry) -> Wrapper:
     else:
         table = "devices"
     pin = any(p.name == "pin_memory" and p.kind == P.KEYWORD_ONLY for s in entry.signatures for p in s.params)
-    return Wrapper(entry, param, table, form, position, pin)
+    tensor = table != "types" and all(s.returns in TENSOR_RETURNS for s in entry.signatures)
+    result: Result = ("shares" if shares else "new") if tensor else "other"
+    if shares and not tensor:
+        raise PlanError(entry.name, "shares: the result is not a tensor")
+    generator = tensor and any(p.name == "generator" and p.kind == P.KEYWORD_ONLY
+                               for s in entry.signatures for p in s.params)
+    return Wrapper(entry, param, table, form, position, pin, result, generator)
 
 
 def _ints_elsewhere(signatures: tuple[Signature, ...], name: str, position: int) -> bool:

@@ -70,18 +70,6 @@ class _torch_nested_nested_tensor(Protocol):
 def torch_nested_nested_tensor(orig: _torch_nested_nested_tensor, r: Redirect, slot: int) -> _torch_nested_nested_tensor: ...
 
 
-class _torch_nn_Module_to(Protocol):
-    @overload
-    def __call__(self, self_, device: str | torch.device | int | None = ..., dtype: torch.dtype | None = ..., non_blocking: bool = ...) -> Self: ...
-    @overload
-    def __call__(self, self_, dtype: torch.dtype, non_blocking: bool = ...) -> Self: ...
-    @overload
-    def __call__(self, self_, tensor: torch.Tensor, non_blocking: bool = ...) -> Self: ...
-
-
-def torch_nn_Module_to(orig: _torch_nn_Module_to, r: Redirect, slot: int) -> _torch_nn_Module_to: ...
-
-
 class _torch_Tensor_new(Protocol):
     @overload
     def __call__(self, self_, *args: Any, device: DeviceLikeType | None = None) -> Self: ...
@@ -147,18 +135,6 @@ class _torch_Tensor_new_zeros(Protocol):
 
 
 def torch_Tensor_new_zeros(orig: _torch_Tensor_new_zeros, r: Redirect, slot: int) -> _torch_Tensor_new_zeros: ...
-
-
-class _torch_Tensor_to(Protocol):
-    @overload
-    def __call__(self, self_, dtype: _dtype, non_blocking: _bool = False, copy: _bool = False, *, memory_format: torch.memory_format | None = None) -> Tensor: ...
-    @overload
-    def __call__(self, self_, device: DeviceLikeType | None = None, dtype: _dtype | None = None, non_blocking: _bool = False, copy: _bool = False, *, memory_format: torch.memory_format | None = None) -> Tensor: ...
-    @overload
-    def __call__(self, self_, other: Tensor, non_blocking: _bool = False, copy: _bool = False, *, memory_format: torch.memory_format | None = None) -> Tensor: ...
-
-
-def torch_Tensor_to(orig: _torch_Tensor_to, r: Redirect, slot: int) -> _torch_Tensor_to: ...
 
 
 class _torch_arange(Protocol):

@@ -35,9 +35,11 @@ def test_factories_like_and_new_take_every_cuda_form(two_devices, device):
 @pytest.mark.parametrize("device", CUDA_FORMS, ids=repr)
 def test_tensor_and_module_moves(two_devices, device):
     x = torch.randn(3)
-    assert x.to(device) is x  # already on the target: no copy, as on CUDA
+    moved = x.to(device)
+    assert moved is not x and moved.equal(x)  # host to device: a copy, as on CUDA
+    assert moved.to(device) is moved  # already there: no copy
     assert x.to(device, torch.float64).dtype == torch.float64
-    assert x.to(device=device, non_blocking=True) is x
+    assert x.to(device=device, non_blocking=True).untyped_storage() is not x.untyped_storage()
     model = nn.Linear(2, 2).to(device)
     assert next(model.parameters()).device.type == "cpu"
     assert nn.Linear(2, 2, device=device).weight.device.type == "cpu"
@@ -57,19 +59,25 @@ def test_sizes_stay_sizes_where_an_overload_takes_ints(on_cpu):
 
 def test_cuda_methods(on_cpu):
     x = torch.randn(2)
-    assert x.cuda() is x and x.cuda(0, non_blocking=True) is x
-    assert x.is_cuda  # the program sees its CUDA tensors as CUDA tensors
+    d = x.cuda()
+    assert d is not x and d.equal(x) and d.cuda() is d and d.cuda(0, non_blocking=True) is d
+    assert d.is_cuda and not x.is_cuda  # the program sees its CUDA tensors as CUDA tensors, and only those
     model = nn.Linear(2, 2).cuda()
     assert next(model.parameters()).device.type == "cpu"
-    assert x.untyped_storage().cuda().device.type == "cpu"
+    storage = x.untyped_storage().cuda()
+    assert storage.device.type == "cpu" and storage is not x.untyped_storage() and storage.cuda() is storage
 
 
 def test_pinned_memory_on_a_target_without_it(on_cpu):
     x = torch.randn(4)
-    assert x.pin_memory() is x
+    pinned = x.pin_memory()
+    assert pinned is not x and pinned.equal(x) and pinned.is_pinned() and not x.is_pinned()
+    assert pinned.pin_memory() is pinned and pinned.cpu() is pinned
     assert torch.empty(4, pin_memory=True).shape == (4,)
     assert torch.zeros(4, device="cuda", pin_memory=True).device.type == "cpu"
-    assert x.pin_memory().to("cuda", non_blocking=True).equal(x)
+    assert pinned.to("cuda", non_blocking=True).equal(x)
+    with pytest.raises(RuntimeError, match="only dense CPU tensors can be pinned"):
+        torch.zeros(2, device="cuda").pin_memory()
 
 
 def test_default_device_forms(on_cpu):

@@ -138,7 +138,6 @@ def _activate(state: State) -> None:
     r = state.redirect = Redirect(state.target, state.options["devices"])
     patcher = state.patcher
     patcher.set(emulation, "_active", r)
-    patcher.set(emulation, "_selected", threading.local())  # cuda:0 is current in every thread
     patcher.set(emulation, "_streams", {})  # each installation starts on the default stream
     patch_warning_places(patcher)
     compilers = Compilers(patcher)

@@ -2,9 +2,9 @@
 
 * ``torch.load``: every ``map_location`` form (``None``, string, device, dict, callable returning
   ``None``) ends in ``torch.serialization.default_restore_location(storage, location)``; patching
-  that one function to translate CUDA locations covers them all, and ``torch.load`` itself is not
-  wrapped. Callables that call ``storage.cuda()`` are covered by the storage patch in
-  :mod:`torchdevice.runtime.tensors`.
+  that one function to translate CUDA locations covers them all (the storages it restores there are
+  marked as on their device), and ``torch.load`` itself is not wrapped. Callables that call
+  ``storage.cuda()`` are covered by the storage patch in :mod:`torchdevice.runtime.tensors`.
 * ``DataLoader(pin_memory=True)`` on a target without pinned memory loads into ordinary memory,
   silently, as if pinning had been asked of a machine where all host memory is pinned.
 """
@@ -31,9 +31,11 @@ def patch(patcher: Patcher, r: Redirect) -> None:
     @functools.wraps(restore)
     def default_restore_location(storage: Any, location: str) -> Any:
         translated = translate_location(location, r.target)
-        if translated != location:
-            r.count(load_slot)
-        return restore(storage, translated)
+        if translated == location:
+            return restore(storage, location)
+        r.count(load_slot)
+        restored = restore(storage, translated)
+        return r.ledger.mark(restored, r.index(location)) if isinstance(restored, torch.UntypedStorage) else restored
 
     patcher.set(torch.serialization, "default_restore_location", default_restore_location)
     _patch_dataloader(patcher, r)

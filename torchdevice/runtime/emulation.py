@@ -10,11 +10,13 @@
   ``set_device`` and ``with torch.cuda.device(k)`` select the current one per thread, as CUDA does;
   an index of no emulated device raises CUDA's error; torch's own code still sees no CUDA (see
   :mod:`torchdevice.runtime.views`);
-* random numbers: the CUDA generator *is* the target's default generator (``torch.cuda.manual_seed``
-  seeds what ``torch.randn(..., device="cuda")`` draws from);
+* random numbers: on the CPU target each emulated device has its own generator, apart from the host's
+  (``torch.cuda.manual_seed`` seeds what ``torch.randn(..., device="cuda")`` draws from and leaves
+  ``torch.randn(3)`` alone); on MPS the CUDA generator is MPS's default generator;
 * memory statistics: on MPS what ``torch.mps`` reports (current and driver-allocated bytes; MPS keeps
-  no peak, so ``max_*`` report the current value); on CPU the allocator statistics are 0 (CPU
-  allocations are not tracked) and ``mem_get_info`` reports the system's free and total memory;
+  no peak, so ``max_*`` report the current value); on the CPU target the bytes of the live storages
+  made on each emulated device and their peak (:mod:`torchdevice.runtime.residence`), and
+  ``mem_get_info`` reports the system's free and total memory;
 * streams are in-order queues that are always complete; events time with a host clock after
   synchronising the target, so ``elapsed_time`` measures what ran between two ``record()`` calls.
 """
@@ -25,7 +27,6 @@ import contextlib
 import functools
 import os
 import platform
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -34,12 +35,11 @@ from typing import Any
 import torch
 
 from torchdevice.runtime.devices import invalid_ordinal
+from torchdevice.runtime.residence import device_index
 from torchdevice.runtime.views import torch_internal
 
 _active: Any = None
 """The active :class:`torchdevice.runtime.redirect.Redirect`; set (and restored) by the runtime's patcher."""
-_selected = threading.local()
-"""``index``: this thread's current device; a fresh one is set (and restored) by each installation."""
 
 VOCABULARY: dict[str, Callable[[Any], Any]] = {}
 """Word -> builder: called with the overlay's ``value``, returns the object installed for the entry."""
@@ -138,7 +138,7 @@ def device_count() -> int:
 
 @word
 def current_device() -> int:
-    return getattr(_selected, "index", 0)
+    return _redirect().current()
 
 
 def _index(device: Any) -> int:
@@ -172,7 +172,7 @@ def _property_index(device: Any) -> int:
 @word
 def set_device(device: Any) -> None:
     """Make ``device`` this thread's current device (a negative index: no change)."""
-    _selected.index = _index(device)
+    _redirect().selected.index = _index(device)
 
 
 @word
@@ -193,11 +193,10 @@ class device:
 
 @word
 class device_of(device):
-    """Context manager that selects the device of a tensor or storage: the current one, as every
-    emulated device is the target."""
+    """Context manager that selects the device of a tensor: its emulated device, else the current one."""
 
     def __init__(self, obj: Any) -> None:
-        super().__init__(None)
+        super().__init__(device_index(obj) if isinstance(obj, torch.Tensor) else None)
 
 
 @word
@@ -396,36 +395,62 @@ def stream(stream: Stream | None) -> StreamContext:
 # -- memory --------------------------------------------------------------------------------------
 
 
-def _allocated() -> int:
-    return torch.mps.current_allocated_memory() if _on_mps() else 0
+def _allocated(device: Any) -> int:
+    if _on_mps():
+        return torch.mps.current_allocated_memory()
+    return _redirect().ledger.allocated[_index(device)]
 
 
-def _reserved() -> int:
-    return torch.mps.driver_allocated_memory() if _on_mps() else 0
+def _peak(device: Any) -> int:
+    """MPS keeps no peak: its current value stands in."""
+    return _allocated(device) if _on_mps() else _redirect().ledger.peak[_index(device)]
+
+
+def _reserved(device: Any) -> int:
+    """Bytes the allocator holds; on the CPU, which caches nothing, what live device tensors hold."""
+    return torch.mps.driver_allocated_memory() if _on_mps() else _allocated(device)
 
 
 @word
 def memory_allocated(device: Any = None) -> int:
-    """Bytes held by tensors: ``torch.mps.current_allocated_memory()``; 0 on CPU."""
-    _index(device)
-    return _allocated()
+    """Bytes held by device tensors: on the CPU target, the live storages made on that emulated device
+    (:mod:`torchdevice.runtime.residence`); ``torch.mps.current_allocated_memory()`` on MPS."""
+    return _allocated(device)
+
+
+@word
+def max_memory_allocated(device: Any = None) -> int:
+    """The peak of :func:`memory_allocated` since the start or :func:`reset_peak_memory_stats`."""
+    return _peak(device)
 
 
 @word
 def memory_reserved(device: Any = None) -> int:
-    """Bytes held by the allocator: ``torch.mps.driver_allocated_memory()``; 0 on CPU."""
-    _index(device)
-    return _reserved()
+    """Bytes held by the allocator: ``torch.mps.driver_allocated_memory()``; on the CPU what device tensors hold."""
+    return _reserved(device)
+
+
+@word
+def max_memory_reserved(device: Any = None) -> int:
+    return _reserved(device) if _on_mps() else _peak(device)
+
+
+@word
+def reset_peak_memory_stats(device: Any = None) -> None:
+    if not _on_mps():
+        _redirect().ledger.reset_peak(_index(device))
 
 
 @word
 def memory_stats(device: Any = None) -> dict[str, int]:
     """The allocator statistics that have a counterpart on the target (current and peak bytes)."""
-    allocated, reserved = memory_allocated(device), memory_reserved(device)
+    current = {"allocated_bytes": memory_allocated(device), "reserved_bytes": memory_reserved(device),
+               "active_bytes": memory_allocated(device)}
+    peak = {"allocated_bytes": max_memory_allocated(device), "reserved_bytes": max_memory_reserved(device),
+            "active_bytes": max_memory_allocated(device)}
     stats = {}
-    for key, value in (("allocated_bytes", allocated), ("reserved_bytes", reserved), ("active_bytes", allocated)):
-        for kind in ("current", "peak"):
-            stats[f"{key}.all.{kind}"] = value
+    for key in current:
+        stats[f"{key}.all.current"], stats[f"{key}.all.peak"] = current[key], peak[key]
     stats.update(num_alloc_retries=0, num_ooms=0)
     return dict(sorted(stats.items()))
 
@@ -497,9 +522,12 @@ def preferred_linalg_library(backend: Any = None) -> Any:
 # -- random numbers ------------------------------------------------------------------------------
 
 
-def _generator() -> torch.Generator:
-    """The target's default generator: what ``device="cuda"`` random functions draw from."""
-    return torch.mps._get_default_mps_generator() if _on_mps() else torch.default_generator
+def _generator(device: Any = None) -> torch.Generator:
+    """The emulated CUDA generator of ``device``: on MPS the target's default generator; on the CPU one
+    generator per emulated device, apart from the host's (see :class:`~torchdevice.runtime.redirect.Redirect`)."""
+    if _on_mps():
+        return torch.mps._get_default_mps_generator()
+    return _redirect().generators[_index(device)]
 
 
 @word
@@ -508,8 +536,23 @@ def manual_seed(seed: int) -> None:
 
 
 @word
+def manual_seed_all(seed: int) -> None:
+    for generator in default_generators(None):
+        generator.manual_seed(int(seed))
+
+
+@word
 def seed() -> None:
     _generator().seed()
+
+
+@word
+def seed_all() -> None:
+    """A random seed, the same for every emulated device, as CUDA's ``seed_all`` does."""
+    generators = default_generators(None)
+    chosen = generators[0].seed()
+    for generator in generators[1:]:
+        generator.manual_seed(chosen)
 
 
 @word
@@ -519,32 +562,31 @@ def initial_seed() -> int:
 
 @word
 def get_rng_state(device: Any = "cuda") -> torch.Tensor:
-    _index(device)
-    return _generator().get_state()
+    return _generator(device).get_state()
 
 
 @word
 def get_rng_state_all() -> list[torch.Tensor]:
-    """One state per emulated device; they share the target's generator."""
-    return [get_rng_state() for _ in range(_redirect().emulated)]
+    return [generator.get_state() for generator in default_generators(None)]
 
 
 @word
 def set_rng_state(new_state: torch.Tensor, device: Any = "cuda") -> None:
-    _index(device)
-    _generator().set_state(new_state)
+    _generator(device).set_state(new_state)
 
 
 @word
 def set_rng_state_all(new_states: Any) -> None:
-    for state in new_states:
-        set_rng_state(state)
+    for generator, state in zip(default_generators(None), new_states, strict=False):
+        generator.set_state(state)
 
 
 @builder
 def default_generators(value: Any) -> tuple[torch.Generator, ...]:
-    """``torch.cuda.default_generators``: the target's default generator, for each emulated device."""
-    return (_generator(),) * _redirect().emulated
+    """``torch.cuda.default_generators``: one generator per emulated device (MPS's one generator on MPS)."""
+    if _on_mps():
+        return (_generator(),) * _redirect().emulated
+    return _redirect().generators
 
 
 # -- mixed precision -----------------------------------------------------------------------------

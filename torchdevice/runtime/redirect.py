@@ -18,6 +18,7 @@ import torch
 
 from torchdevice.runtime.devices import DeviceMap, StrictDeviceMap, TypeMap
 from torchdevice.runtime.report import log, redirects
+from torchdevice.runtime.residence import Ledger, mark_of
 
 
 class Redirect:
@@ -31,6 +32,11 @@ class Redirect:
         self.strict = StrictDeviceMap(target, emulated)
         self.types = TypeMap(target, emulated)
         self.route = f"cuda->{target.type}"
+        self.ledger = Ledger(emulated)
+        self.selected = threading.local()
+        """``index``: this thread's current emulated device (``torch.cuda.set_device``)."""
+        self._indices: dict[Any, int | None] = {}
+        self.generators = _generators(target, emulated)
         self.hits: list[int] = []
         self.ops: list[str] = []
         self._slots: dict[str, int] = {}
@@ -81,6 +87,43 @@ class Redirect:
             self.count(slot)
         return translated
 
+    def current(self) -> int:
+        """This thread's current emulated device."""
+        return getattr(self.selected, "index", 0)
+
+    def index(self, value: Any) -> int:
+        """The emulated device a CUDA device value names: its index, else the current device."""
+        try:
+            index = self._indices[value]
+        except KeyError:
+            device = torch.device(value) if isinstance(value, str) else value
+            index = device.index if isinstance(device, torch.device) else device
+            self._indices[value] = index = index if isinstance(index, int) else None
+        except TypeError:  # unhashable: not a device value
+            index = None
+        return self.current() if index is None else index
+
+    def born(self, result: Any, value: Any) -> Any:
+        """``result`` of a call asked for the CUDA device ``value``: its storage marked as on that device
+        (not inside a graph being compiled: its tensors are not the ones that will run)."""
+        if isinstance(result, torch.Tensor) and not torch.compiler.is_compiling():
+            self.ledger.mark(result, self.index(value))
+        return result
+
+    def copied(self, result: Any, value: Any) -> Any:
+        """``result`` of a call asked for the CUDA device ``value`` that may share its argument's memory: as
+        it is when that memory is already on the device, else a copy there (a GPU copies host memory)."""
+        if isinstance(result, torch.Tensor) and not torch.compiler.is_compiling():
+            index = self.index(value)
+            if mark_of(result) != index:
+                result = self.ledger.mark(result.clone(), index)
+        return result
+
+    def generator(self, value: Any) -> torch.Generator | None:
+        """The emulated CUDA generator of the device ``value`` names; None where the target's own default
+        generator is already separate from the host's (MPS)."""
+        return self.generators[self.index(value)] if self.generators else None
+
     def flush(self) -> None:
         """Move pending counts into ``torchdevice.runtime.report.redirects``."""
         with self._lock:
@@ -88,3 +131,13 @@ class Redirect:
                 if n:
                     self.hits[slot] = 0
                     redirects[(self.ops[slot], self.route)] += n
+
+
+def _generators(target: torch.device, emulated: int) -> tuple[torch.Generator, ...]:
+    """One generator per emulated device where device tensors are host tensors (the CPU target): CUDA's
+    generators are not the host's, so seeding or drawing on "cuda" leaves the host's stream alone. Each
+    starts from the host's initial seed, as ``torch.manual_seed`` seeds CUDA's too."""
+    if target.type != "cpu":
+        return ()
+    seed = torch.initial_seed()
+    return tuple(torch.Generator().manual_seed(seed) for _ in range(emulated))

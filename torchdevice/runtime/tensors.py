@@ -1,10 +1,22 @@
-"""CUDA-specific tensor and storage methods: ``.cuda()``, ``.is_cuda``, ``.pin_memory()``, the default device.
+"""Where tensors live: moves between the host and the emulated CUDA devices, and what tensors say of it.
 
-These are not device *arguments* to translate but CUDA-only methods, so they are written by hand:
-``.cuda()`` moves to the target (``.cuda(k)`` too, for each emulated device k), ``.is_cuda`` answers
-as on a CUDA machine for tensors on the target (torch's own code still gets the real answer), and
-``.pin_memory()`` returns the tensor itself on a target without pinned memory (there, every host
-tensor is as good as pinned).
+On a GPU, a move between the host and a device makes a copy and a move to where a tensor already is
+returns it. The emulated devices keep that, with :mod:`.residence` telling device tensors from host
+tensors (a mark on the storage):
+
+* to CUDA (``Tensor.to("cuda")``, ``.cuda()``, ``Module.to/cuda`` through them, ``x.to(device_tensor)``,
+  ``Tensor.type(torch.cuda.HalfTensor)``, ``Storage.cuda()``): a tensor already on that emulated device
+  is returned as is (converted if a dtype is asked); anything else is copied and the copy marked;
+* to the host, spelled as such (``.cpu()``, ``.to("cpu")``): a copy, unless the tensor is pinned host
+  memory. ``.to(torch.device("cpu"))`` is left to torch: on the CPU target ``x.device`` of a device tensor
+  is that same device object, so ``mask.to(x.device)`` must stay the no-op it is on a GPU;
+* ``pin_memory()`` copies into memory marked as pinned; ``is_pinned()`` says so;
+* ``is_cuda``, ``is_cpu``, ``get_device()`` and ``type()`` answer as on a GPU for device tensors (torch's
+  own code still gets the machine's answer, see :mod:`.views`).
+
+``torch.set_default_device("cuda")`` and ``with torch.device("cuda"):`` build a DeviceContext whose
+device is translated and whose tensors are marked; every DeviceContext sees the factories it expects
+also while the runtime's wrappers stand in for them.
 """
 
 from __future__ import annotations
@@ -17,97 +29,256 @@ import torch.utils._device
 
 from torchdevice.runtime.patching import Patcher
 from torchdevice.runtime.redirect import Redirect
+from torchdevice.runtime.residence import MARK, PINNED, device_index, mark_of
 from torchdevice.runtime.views import torch_internal
+
+ASKED = "_torchdevice_asked"
+"""DeviceContext attribute: the CUDA device value the context was asked for."""
 
 
 def patch(patcher: Patcher, r: Redirect) -> None:
-    target = r.target
-    to = torch._C.TensorBase.to
-    cuda_slot = r.slot("torch.Tensor.cuda")
-    hits, first, devices = r.hits, r.first, r.devices
-
-    @functools.wraps(torch.Tensor.cuda)
-    def cuda(self: torch.Tensor, device: Any = None, non_blocking: bool = False,
-             memory_format: torch.memory_format = torch.preserve_format) -> torch.Tensor:
-        if device is not None:
-            devices[device]  # an index of no emulated device raises CUDA's error
-        if hits[cuda_slot]:
-            hits[cuda_slot] += 1
-        else:
-            first(cuda_slot)
-        return to(self, target, non_blocking=non_blocking, memory_format=memory_format)
-
-    real_is_cuda = vars(torch._C.TensorBase)["is_cuda"].__get__
-
-    def is_cuda(self: torch.Tensor) -> bool:
-        if torch_internal():
-            return real_is_cuda(self)
-        return self.device.type in ("cuda", target.type)
-
-    patcher.set(torch.Tensor, "cuda", cuda)
-    patcher.set(torch.Tensor, "is_cuda", property(is_cuda, doc=torch._C.TensorBase.is_cuda.__doc__))
-    for cls in (torch.Tensor, torch.UntypedStorage):  # typed storages pin and move through these
-        patcher.set(cls, "pin_memory", _unpinned(cls, r))
-    patcher.set(torch.UntypedStorage, "cuda", _storage_cuda(torch.UntypedStorage.cuda, r))
-    patcher.set(torch.Tensor, "type", _legacy_type(torch.Tensor.type, r))
+    mover = Mover(r)
+    patcher.set(torch.Tensor, "to", mover.to())
+    patcher.set(torch.Tensor, "cuda", mover.cuda())
+    patcher.set(torch.Tensor, "cpu", mover.cpu())
+    patcher.set(torch.Tensor, "pin_memory", mover.pin_memory())
+    patcher.set(torch.Tensor, "is_pinned", _is_pinned(torch.Tensor.is_pinned))
+    patcher.set(torch.Tensor, "type", mover.legacy_type())
+    patcher.set(torch.Tensor, "get_device", _get_device(torch.Tensor.get_device))
+    for name, answer in (("is_cuda", True), ("is_cpu", False)):
+        patcher.set(torch.Tensor, name, _residence_property(name, answer))
+    patcher.set(torch.UntypedStorage, "cuda", mover.storage_cuda())
+    patcher.set(torch.UntypedStorage, "pin_memory", mover.storage_pin_memory())
+    patcher.set(torch.UntypedStorage, "is_pinned", _is_pinned(torch.UntypedStorage.is_pinned))
+    patcher.set(torch.nn.Module, "to", _module_to(torch.nn.Module.to, r))
     _patch_default_device(patcher, r)
 
 
-def _unpinned(cls: Any, r: Redirect) -> Any:
-    """``pin_memory`` on a target without pinned memory: the object itself, no copy."""
-    original = cls.pin_memory
-    slot = r.slot(f"torch.{cls.__name__}.pin_memory")
+class Mover:
+    """The hand-written moves of one installation."""
+
+    def __init__(self, r: Redirect) -> None:
+        self.r = r
+        self.target = r.target
+        self.mark = r.ledger.mark
+        self.original_to = torch._C.TensorBase.to
+
+    def onto(self, t: torch.Tensor, index: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor:
+        """``t.to(target, *args, **kwargs)`` as a move to emulated device ``index``: ``t`` itself (or its
+        conversion) when it is there already, else a copy, marked."""
+        out = self.original_to(t, self.target, *args, **kwargs)
+        if mark_of(t) == index:
+            return out if out is t else self.mark(out, index)
+        if out is t:
+            out = self.original_to(t, self.target, t.dtype, copy=True)
+        return self.mark(out, index)
+
+    def to(self) -> Any:
+        original, devices, r, onto = self.original_to, self.r.devices, self.r, self.onto
+        slot = r.slot("torch.Tensor.to")
+
+        @functools.wraps(torch.Tensor.to)
+        def to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+            if args:
+                value, rest, options = args[0], args[1:], kwargs
+            elif "device" in kwargs:
+                value, rest = kwargs["device"], ()
+                options = {k: v for k, v in kwargs.items() if k != "device"}
+            else:
+                return original(self, **kwargs)
+            if isinstance(value, torch.Tensor):
+                index = device_index(value)
+                if index is None or device_index(self) == index:
+                    return original(self, *args, **kwargs)
+                return onto(self, index, (value.dtype, *rest), options)
+            try:
+                translated = devices[value]
+            except TypeError:  # unhashable: not a device; torch reports the bad argument
+                return original(self, *args, **kwargs)
+            if translated is not value:
+                r.count(slot)
+                if torch.compiler.is_compiling():  # traced tensors are not the ones that will run
+                    return original(self, translated, *rest, **options)
+                return onto(self, r.index(value), rest, options)
+            if type(value) is str and value.startswith("cpu") and mark_of(self) != PINNED:
+                return original(self, value, *rest, **{**options, "copy": True})
+            return original(self, *args, **kwargs)
+
+        return to
+
+    def cuda(self) -> Any:
+        r, onto = self.r, self.onto
+        slot = r.slot("torch.Tensor.cuda")
+
+        @functools.wraps(torch.Tensor.cuda)
+        def cuda(self: torch.Tensor, device: Any = None, non_blocking: bool = False,
+                 memory_format: torch.memory_format = torch.preserve_format) -> torch.Tensor:
+            if device is not None:
+                r.devices[device]  # an index of no emulated device raises CUDA's error
+            r.count(slot)
+            index = r.current() if device is None else r.index(device)
+            return onto(self, index, (), {"non_blocking": non_blocking, "memory_format": memory_format})
+
+        return cuda
+
+    def cpu(self) -> Any:
+        original = self.original_to
+        host = torch.device("cpu")
+
+        @functools.wraps(torch.Tensor.cpu)
+        def cpu(self: torch.Tensor, memory_format: torch.memory_format = torch.preserve_format) -> torch.Tensor:
+            if mark_of(self) == PINNED:
+                return original(self, host, memory_format=memory_format)
+            return original(self, host, copy=True, memory_format=memory_format)
+
+        return cpu
+
+    def pin_memory(self) -> Any:
+        mark = self.mark
+
+        @functools.wraps(torch.Tensor.pin_memory)
+        def pin_memory(self: torch.Tensor, device: Any = None) -> torch.Tensor:
+            where = mark_of(self)
+            if where == PINNED:
+                return self
+            if where is not None:
+                raise RuntimeError(f"cannot pin '{_cuda_type(self)}' only dense CPU tensors can be pinned")
+            return mark(self.clone(), PINNED)
+
+        return pin_memory
+
+    def legacy_type(self) -> Any:
+        """``Tensor.type()`` names a device tensor's CUDA type; ``Tensor.type("torch.cuda.HalfTensor")`` and
+        ``Tensor.type(torch.cuda.HalfTensor)`` (the emulated class) convert and move to the device."""
+        original, r, onto = torch.Tensor.type, self.r, self.onto
+        slot = r.slot("torch.Tensor.type")
+
+        @functools.wraps(original)
+        def legacy_type(self: torch.Tensor, dtype: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
+            if dtype is None and not kwargs:
+                return _cuda_type(self) if device_index(self) is not None else original(self)
+            if isinstance(dtype, str) and dtype.startswith("torch.cuda."):
+                legacy = getattr(torch, dtype.removeprefix("torch.cuda."), None)
+                converted = getattr(legacy, "dtype", None)
+            else:
+                converted = getattr(dtype, "dtype", None) if getattr(dtype, "is_cuda", False) is True else None
+            if converted is None:
+                return original(self, dtype, non_blocking, **kwargs)
+            r.count(slot)
+            return onto(self, r.current(), (converted,), {"non_blocking": non_blocking})
+
+        return legacy_type
+
+    def storage_cuda(self) -> Any:
+        """``Storage.cuda()`` (``map_location`` callables use it): a copy on the device, unless already there."""
+        r, mark = self.r, self.mark
+        slot = r.slot("torch.UntypedStorage.cuda")
+
+        @functools.wraps(torch.UntypedStorage.cuda)
+        def cuda(self: Any, device: Any = None, non_blocking: bool = False) -> Any:
+            if device is not None:
+                r.devices[device]  # an index of no emulated device raises CUDA's error
+            r.count(slot)
+            index = r.current() if device is None else r.index(device)
+            return self if getattr(self, MARK, None) == index else mark(self.clone(), index)
+
+        return cuda
+
+    def storage_pin_memory(self) -> Any:
+        mark = self.mark
+
+        @functools.wraps(torch.UntypedStorage.pin_memory)
+        def pin_memory(self: Any, device: Any = None) -> Any:
+            return mark(self.clone(), PINNED)
+
+        return pin_memory
+
+
+def _cuda_type(t: torch.Tensor) -> str:
+    """``torch.cuda.FloatTensor`` for a float32 tensor."""
+    return "torch.cuda." + torch._C.TensorBase.type(t).removeprefix("torch.")
+
+
+def _is_pinned(original: Any) -> Any:
+    @functools.wraps(original)
+    def is_pinned(self: Any, device: Any = None) -> bool:
+        where = getattr(self, MARK, None) if isinstance(self, torch.UntypedStorage) else mark_of(self)
+        return where == PINNED or original(self)
+
+    return is_pinned
+
+
+def _get_device(original: Any) -> Any:
+    @functools.wraps(original)
+    def get_device(self: torch.Tensor) -> int:
+        index = device_index(self)
+        return original(self) if index is None else index
+
+    return get_device
+
+
+def _residence_property(name: str, on_device: bool) -> property:
+    """``is_cuda``/``is_cpu``: a device tensor's answer on a GPU for the program; torch's own code gets the
+    machine's (it would take CUDA-only paths)."""
+    real = vars(torch._C.TensorBase)[name].__get__
+
+    def get(self: torch.Tensor) -> bool:
+        if device_index(self) is None or torch_internal():
+            return real(self)
+        return on_device
+
+    return property(get, doc=vars(torch._C.TensorBase)[name].__doc__)
+
+
+def _module_to(original: Any, r: Redirect) -> Any:
+    """``Module.to``: a bare index (``model.to(rank)``) names a CUDA device, as on a GPU machine; the parameters
+    and buffers then move through ``Tensor.to``."""
 
     @functools.wraps(original)
-    def pin_memory(self: Any, device: Any = None) -> Any:
-        r.count(slot)
-        return self
+    def to(self: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+        if args and _is_index(args[0]):
+            r.devices[args[0]]  # an index of no emulated device raises CUDA's error
+            args = (torch.device("cuda", args[0]), *args[1:])
+        elif _is_index(kwargs.get("device")):
+            r.devices[kwargs["device"]]
+            kwargs = {**kwargs, "device": torch.device("cuda", kwargs["device"])}
+        return original(self, *args, **kwargs)
 
-    return pin_memory
-
-
-def _storage_cuda(original: Any, r: Redirect) -> Any:
-    """``Storage.cuda()``: the storage moved to the target (used by ``map_location`` callables)."""
-    slot = r.slot("torch.UntypedStorage.cuda")
-
-    @functools.wraps(original)
-    def cuda(self: Any, device: Any = None, non_blocking: bool = False) -> Any:
-        if device is not None:
-            r.devices[device]  # an index of no emulated device raises CUDA's error
-        r.count(slot)
-        return self.to(device=r.target, non_blocking=non_blocking)
-
-    return cuda
+    return to
 
 
-def _legacy_type(original: Any, r: Redirect) -> Any:
-    """``Tensor.type("torch.cuda.HalfTensor")`` and ``Tensor.type(torch.cuda.HalfTensor)`` (the emulated
-    class): the tensor converted and moved to the target; every other call is the original's."""
-    slot = r.slot("torch.Tensor.type")
-
-    @functools.wraps(original)
-    def legacy_type(self: torch.Tensor, dtype: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
-        if isinstance(dtype, str) and dtype.startswith("torch.cuda."):
-            legacy = getattr(torch, dtype.removeprefix("torch.cuda."), None)
-            converted = getattr(legacy, "dtype", None)
-        else:
-            converted = getattr(dtype, "dtype", None) if getattr(dtype, "is_cuda", False) is True else None
-        if converted is None:
-            return original(self, dtype, non_blocking, **kwargs)
-        r.count(slot)
-        return self.to(r.target, converted, non_blocking=non_blocking)
-
-    return legacy_type
+def _is_index(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _patch_default_device(patcher: Patcher, r: Redirect) -> None:
-    """``torch.set_default_device("cuda")`` and ``with torch.device("cuda"):`` both build a DeviceContext."""
+    """DeviceContext (``torch.set_default_device``, ``with torch.device(...)``): its device translated, the
+    tensors it makes for a CUDA device marked, and its set of factories holding the originals the
+    runtime's wrappers call, so that ``with torch.device("meta"):`` still makes meta tensors."""
     context = torch.utils._device.DeviceContext
-    init = context.__init__
+    init, handle = context.__init__, context.__torch_function__
+    constructors = torch.utils._device._device_constructors
     slot = r.slot("torch.set_default_device")
 
     @functools.wraps(init)
     def __init__(self: Any, device: Any) -> None:
-        init(self, r.device(slot, device))
+        translated = r.device(slot, device)
+        if translated is not device:
+            setattr(self, ASKED, device)
+        init(self, translated)
+
+    @functools.cache
+    def _device_constructors() -> set[Any]:
+        found = constructors()
+        return found | {getattr(f, "__wrapped__", f) for f in found}
+
+    @functools.wraps(handle)
+    def __torch_function__(self: Any, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        asked = getattr(self, ASKED, None)
+        if asked is not None and func in _device_constructors() and (kwargs or {}).get("device") is None:
+            return r.born(handle(self, func, types, args, kwargs), asked)
+        return handle(self, func, types, args, kwargs)
 
     patcher.set(context, "__init__", __init__)
+    patcher.set(context, "__torch_function__", __torch_function__)
+    patcher.set(torch.utils._device, "_device_constructors", _device_constructors)

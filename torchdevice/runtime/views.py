@@ -23,11 +23,15 @@ import torchdevice_generated
 import torchdevice
 from torchdevice.runtime.patching import Patcher
 
+TOLD_AS_PROGRAM = frozenset({"torch.random"})
+"""Torch modules told what the program is told: they use the emulated ``torch.cuda`` only through its public
+functions and never reach CUDA's C code (``fork_rng`` forks the emulated devices' generators)."""
+
 
 def torch_internal(depth: int = 2) -> bool:
     """Whether the function ``depth`` frames up (default: the caller's caller) belongs to torch or torchdevice."""
     name = sys._getframe(depth).f_globals.get("__name__", "")
-    return name == "torch" or name.startswith(("torch.", "torchdevice"))
+    return (name == "torch" or name.startswith(("torch.", "torchdevice"))) and name not in TOLD_AS_PROGRAM
 
 
 def outside() -> int:

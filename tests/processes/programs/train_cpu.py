@@ -10,7 +10,9 @@ STEPS, BATCH = 5, 16
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-data = torch.randn(STEPS, BATCH, 8)
+# On a GPU the data (drawn on "cuda") come from CUDA's own generator, which torch.manual_seed(0) seeded and
+# the model's initialisation (on the host generator) did not touch: the CPU program draws them alike.
+data = torch.randn(STEPS, BATCH, 8, generator=torch.Generator().manual_seed(0))
 target = data.sum(-1, keepdim=True).sin()
 for x, y in zip(data, target, strict=True):
     optimizer.zero_grad()

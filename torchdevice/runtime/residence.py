@@ -1,0 +1,84 @@
+"""Which host tensors stand for CUDA tensors: a mark on their storage.
+
+On a target whose tensors are CPU tensors, a tensor "on cuda:1" and a host tensor are both CPU tensors.
+What tells them apart is a mark the runtime sets on the storage (the ``UntypedStorage`` object, which
+torch keeps for as long as the storage lives and shares between a tensor, its views, ``detach()`` and
+``param.data``): the emulated device index, or :data:`PINNED` for page-locked host memory.
+
+Storages are marked where CUDA memory is born: a factory or ``new_*`` with a CUDA device, a move to
+CUDA (``Tensor.to/cuda``, ``Module.to/cuda``), ``torch.load`` of CUDA storages, ``pin_memory()``.
+Results of operations are not marked: following every op would cost a Python call per op. So a
+result computed from device tensors is not known as one (``is_cuda`` says False, ``.to("cuda")``
+copies it, ``.cpu()`` copies it as it would on a GPU); see :mod:`torchdevice.runtime.tensors`.
+
+The :class:`Ledger` counts the bytes of live marked storages per device, for
+``torch.cuda.memory_allocated()`` and its peak.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+import torch
+
+MARK = "_torchdevice_device"
+"""The storage attribute holding the mark."""
+PINNED = -1
+"""The mark of host memory pinned by ``pin_memory()``."""
+
+
+def storage_of(t: Any) -> Any:
+    """``t``'s storage object, or None where it has none (sparse, nested, meta and wrapper tensors)."""
+    try:
+        return t.untyped_storage()
+    except (RuntimeError, NotImplementedError, TypeError, AttributeError):
+        return None
+
+
+def mark_of(t: torch.Tensor) -> int | None:
+    """The emulated device index ``t`` lives on, :data:`PINNED`, or None for ordinary host memory."""
+    try:
+        return getattr(t.untyped_storage(), MARK, None)
+    except (RuntimeError, NotImplementedError, TypeError):
+        return None
+
+
+def device_index(t: torch.Tensor) -> int | None:
+    """The emulated device index of a device tensor; None for host tensors, pinned or not."""
+    index = mark_of(t)
+    return index if index is not None and index >= 0 else None
+
+
+class Ledger:
+    """Live bytes of marked storages per emulated device, and their peaks."""
+
+    def __init__(self, devices: int) -> None:
+        self.allocated = [0] * devices
+        self.peak = [0] * devices
+        self._live: dict[weakref.ref[Any], tuple[int, int]] = {}
+        self._lock = threading.Lock()
+
+    def mark(self, t: Any, index: int) -> Any:
+        """Mark the storage of tensor (or storage) ``t`` as on device ``index``; return ``t``. A storage
+        already marked keeps its mark (it was born elsewhere and handed back unchanged)."""
+        storage = t if isinstance(t, torch.UntypedStorage) else storage_of(t)
+        if storage is None or hasattr(storage, MARK):
+            return t
+        setattr(storage, MARK, index)
+        if index >= 0:
+            nbytes = storage.nbytes()
+            with self._lock:
+                self._live[weakref.ref(storage, self._released)] = (index, nbytes)
+                self.allocated[index] += nbytes
+                self.peak[index] = max(self.peak[index], self.allocated[index])
+        return t
+
+    def reset_peak(self, index: int) -> None:
+        self.peak[index] = self.allocated[index]
+
+    def _released(self, ref: weakref.ref[Any]) -> None:
+        with self._lock:
+            index, nbytes = self._live.pop(ref, (0, 0))
+            self.allocated[index] -= nbytes
