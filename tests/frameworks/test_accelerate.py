@@ -11,8 +11,6 @@ PROGRAM = "accelerate_train.py"
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="host->device moves alias: the weights saved before prepare() are the "
-                   "ones its .to('cuda:N') trains (a GPU trains a copy)")
 def test_launch_multi_gpu_trains_the_single_process_weights(native, redirected):
     (single,) = native(PROGRAM, "--cpu")
     launcher = ("-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",

@@ -23,14 +23,14 @@ def records(out: Path, command: list[str], timeout: float) -> Records:
 
 
 def assert_numbers_close(got, expected, rtol: float = 1.3e-6, atol: float = 1e-5) -> None:
-    """Numbers in nested dicts and lists equal up to the tolerances (each list of numbers as one tensor). The
+    """Numbers in nested dicts and lists equal up to the tolerances (each innermost list of numbers as one tensor). The
     defaults are assert_close's float32 ones: the same float32 kernels on the same inputs, summed in another
     order at most."""
     if isinstance(expected, dict):
         assert got.keys() == expected.keys()
         for key in expected:
             assert_numbers_close(got[key], expected[key], rtol, atol)
-    elif isinstance(expected, list) and expected and isinstance(expected[0], dict):
+    elif isinstance(expected, list) and expected and isinstance(expected[0], dict | list):
         assert len(got) == len(expected)
         for mine, theirs in zip(got, expected, strict=True):
             assert_numbers_close(mine, theirs, rtol, atol)
