@@ -29,17 +29,17 @@ WORK = ROOT / ".external"
 class Suite:
     distribution: str  # the PyPI name; the installed release's sdist is fetched
     tests: tuple[str, ...]  # pytest arguments, run from the unpacked sdist's root
-    jobs: bool = True  # False: the suite manages its processes itself (xdist would break it)
+    jobs: bool = True  # False: one pytest process (ignite's fixtures take an xdist worker's number for a rank)
 
 
 SUITES = {
     "skorch": Suite("skorch", (
-        "skorch/tests/test_net.py", "skorch/tests/test_utils.py", "skorch/tests/test_dataset.py",
-        "skorch/tests/test_history.py", "-o", "addopts=")),
+        "skorch/tests/test_utils.py", "skorch/tests/test_dataset.py", "skorch/tests/test_history.py",
+        "-o", "addopts=")),
     "pytorch-ignite": Suite("pytorch-ignite", (
         "tests/ignite/distributed/utils/test_native.py", "tests/ignite/distributed/comp_models/test_native.py",
         "tests/ignite/distributed/test_auto.py", "tests/ignite/engine/test_create_supervised.py",
-        "tests/ignite/test_utils.py", "-o", "addopts=")),
+        "tests/ignite/test_utils.py", "-o", "addopts="), jobs=False),
     "accelerate": Suite("accelerate", (
         "tests/test_accelerator.py", "tests/test_utils.py", "tests/test_memory_utils.py",
         "tests/test_optimizer.py", "tests/test_kwargs_handlers.py", "tests/test_scheduler.py",
@@ -80,7 +80,7 @@ def outcomes(report: Path) -> dict[str, str]:
 
 def run(suite: Suite, root: Path, redirected: bool, jobs: int) -> tuple[dict[str, str], float]:
     report = root / ("runtime.xml" if redirected else "native.xml")
-    pytest = ["-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}", *suite.tests]
+    pytest = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", ".", f"--junitxml={report}", *suite.tests]
     if suite.jobs and jobs > 1:
         pytest += ["-n", str(jobs)]
     command = [sys.executable, *(["-m", "torchdevice", "run"] if redirected else []), *pytest]
