@@ -43,6 +43,9 @@ class Wrapper:
     result: Result
     """What a call asked for CUDA returns: ``new`` memory (marked as on the emulated device), memory that
     may be the argument's (``shares``: copied unless already there), or ``other`` (not a tensor)."""
+    inherits: bool
+    """Whether, asked for no device, its result takes the device of its first argument, a tensor
+    (``x.new_zeros``, ``torch.zeros_like``): a device tensor's result is then marked as on that device."""
     generator: bool
     """Whether it draws random numbers and takes ``generator=``: asked for CUDA, it draws from the
     emulated CUDA generator, as on a GPU, not from the host's."""
@@ -122,7 +125,9 @@ def wrapper_of(entry: Entry, shares: bool = False) -> Wrapper:
         raise PlanError(entry.name, "shares: the result is not a tensor")
     generator = tensor and any(p.name == "generator" and p.kind == P.KEYWORD_ONLY
                                for s in entry.signatures for p in s.params)
-    return Wrapper(entry, param, table, form, position, pin, result, generator)
+    inherits = result == "new" and all(
+        s.params and (entry.kind == "method" or s.params[0].annotation in TENSOR_RETURNS) for s in entry.signatures)
+    return Wrapper(entry, param, table, form, position, pin, result, inherits, generator)
 
 
 def _ints_elsewhere(signatures: tuple[Signature, ...], name: str, position: int) -> bool:

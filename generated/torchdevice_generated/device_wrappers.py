@@ -6,8 +6,9 @@ One factory per entry whose device argument the runtime translates (``codegen/pl
 decides which, and how each reads its argument). ``factory(original, redirect, slot)`` returns the
 wrapper: one dictionary lookup of the device value, a counter bump when it was redirected, then the
 original with the translated value. A tensor asked for CUDA is marked as on its emulated device
-(``born``; ``copied`` where the result may be the argument's memory) and random numbers asked for
-CUDA come from the emulated CUDA generator. ``WRAPPERS`` lists ``(module, owner path, attribute, op,
+(``born``; ``copied`` where the result may be the argument's memory), one asked for no device made
+like a device tensor is marked like it (``inherit``: ``x.new_zeros``, ``torch.zeros_like``), and
+random numbers asked for CUDA come from the emulated CUDA generator. ``WRAPPERS`` lists ``(module, owner path, attribute, op,
 factory)``.
 """
 
@@ -24,7 +25,7 @@ def torch_amp_custom_bwd(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -45,7 +46,7 @@ def torch_amp_custom_fwd(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -69,7 +70,7 @@ def torch_fft_fftfreq(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -94,7 +95,7 @@ def torch_fft_rfftfreq(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -116,7 +117,7 @@ def torch_jit_load(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -128,7 +129,7 @@ def torch_jit_load(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -151,7 +152,7 @@ def torch_nested_as_nested_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -164,7 +165,7 @@ def torch_nested_as_nested_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -191,7 +192,7 @@ def torch_nested_nested_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -213,7 +214,7 @@ def torch_Tensor_new(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -227,6 +228,7 @@ def torch_Tensor_new(orig, r, slot):
 def torch_Tensor_new_empty(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
     born = r.born
+    inherit = r.inherit
 
     def new_empty(*args, **kwargs):
         if kwargs.get("pin_memory"):  # no emulated target pins memory
@@ -237,14 +239,14 @@ def torch_Tensor_new_empty(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
                     first(slot)
                 kwargs["device"] = translated
                 return born(orig(*args, **kwargs), value)
-        return orig(*args, **kwargs)
+        return inherit(orig(*args, **kwargs), args)
 
     return new_empty
 
@@ -252,6 +254,7 @@ def torch_Tensor_new_empty(orig, r, slot):
 def torch_Tensor_new_empty_strided(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
     born = r.born
+    inherit = r.inherit
 
     def new_empty_strided(*args, **kwargs):
         if kwargs.get("pin_memory"):  # no emulated target pins memory
@@ -262,14 +265,14 @@ def torch_Tensor_new_empty_strided(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
                     first(slot)
                 kwargs["device"] = translated
                 return born(orig(*args, **kwargs), value)
-        return orig(*args, **kwargs)
+        return inherit(orig(*args, **kwargs), args)
 
     return new_empty_strided
 
@@ -277,6 +280,7 @@ def torch_Tensor_new_empty_strided(orig, r, slot):
 def torch_Tensor_new_full(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
     born = r.born
+    inherit = r.inherit
 
     def new_full(*args, **kwargs):
         if kwargs.get("pin_memory"):  # no emulated target pins memory
@@ -287,14 +291,14 @@ def torch_Tensor_new_full(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
                     first(slot)
                 kwargs["device"] = translated
                 return born(orig(*args, **kwargs), value)
-        return orig(*args, **kwargs)
+        return inherit(orig(*args, **kwargs), args)
 
     return new_full
 
@@ -302,6 +306,7 @@ def torch_Tensor_new_full(orig, r, slot):
 def torch_Tensor_new_ones(orig, r, slot):
     table, hits, first = r.strict, r.hits, r.first
     born = r.born
+    inherit = r.inherit
 
     def new_ones(*args, **kwargs):
         asked = None
@@ -311,7 +316,7 @@ def torch_Tensor_new_ones(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -324,7 +329,7 @@ def torch_Tensor_new_ones(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -335,7 +340,7 @@ def torch_Tensor_new_ones(orig, r, slot):
             kwargs["pin_memory"] = False
         if asked is not None:
             return born(orig(*args, **kwargs), asked)
-        return orig(*args, **kwargs)
+        return inherit(orig(*args, **kwargs), args)
 
     return new_ones
 
@@ -343,6 +348,7 @@ def torch_Tensor_new_ones(orig, r, slot):
 def torch_Tensor_new_tensor(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
     born = r.born
+    inherit = r.inherit
 
     def new_tensor(*args, **kwargs):
         asked = None
@@ -352,7 +358,7 @@ def torch_Tensor_new_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -365,7 +371,7 @@ def torch_Tensor_new_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -374,7 +380,7 @@ def torch_Tensor_new_tensor(orig, r, slot):
                 asked = value
         if asked is not None:
             return born(orig(*args, **kwargs), asked)
-        return orig(*args, **kwargs)
+        return inherit(orig(*args, **kwargs), args)
 
     return new_tensor
 
@@ -382,6 +388,7 @@ def torch_Tensor_new_tensor(orig, r, slot):
 def torch_Tensor_new_zeros(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
     born = r.born
+    inherit = r.inherit
 
     def new_zeros(*args, **kwargs):
         if kwargs.get("pin_memory"):  # no emulated target pins memory
@@ -392,14 +399,14 @@ def torch_Tensor_new_zeros(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
                     first(slot)
                 kwargs["device"] = translated
                 return born(orig(*args, **kwargs), value)
-        return orig(*args, **kwargs)
+        return inherit(orig(*args, **kwargs), args)
 
     return new_zeros
 
@@ -417,7 +424,7 @@ def torch_arange(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -441,7 +448,7 @@ def torch_as_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -454,7 +461,7 @@ def torch_as_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -479,7 +486,7 @@ def torch_asarray(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -504,7 +511,7 @@ def torch_bartlett_window(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -529,7 +536,7 @@ def torch_blackman_window(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -554,7 +561,7 @@ def torch_empty(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -569,6 +576,7 @@ def torch_empty(orig, r, slot):
 def torch_empty_like(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
     born = r.born
+    inherit = r.inherit
 
     def empty_like(*args, **kwargs):
         if kwargs.get("pin_memory"):  # no emulated target pins memory
@@ -579,14 +587,14 @@ def torch_empty_like(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
                     first(slot)
                 kwargs["device"] = translated
                 return born(orig(*args, **kwargs), value)
-        return orig(*args, **kwargs)
+        return inherit(orig(*args, **kwargs), args)
 
     return empty_like
 
@@ -604,7 +612,7 @@ def torch_empty_permuted(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -629,7 +637,7 @@ def torch_empty_quantized(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -654,7 +662,7 @@ def torch_empty_strided(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -679,7 +687,7 @@ def torch_eye(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -702,7 +710,7 @@ def torch_from_dlpack(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -727,7 +735,7 @@ def torch_from_file(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -752,7 +760,7 @@ def torch_full(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -767,6 +775,7 @@ def torch_full(orig, r, slot):
 def torch_full_like(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
     born = r.born
+    inherit = r.inherit
 
     def full_like(*args, **kwargs):
         if kwargs.get("pin_memory"):  # no emulated target pins memory
@@ -777,14 +786,14 @@ def torch_full_like(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
                     first(slot)
                 kwargs["device"] = translated
                 return born(orig(*args, **kwargs), value)
-        return orig(*args, **kwargs)
+        return inherit(orig(*args, **kwargs), args)
 
     return full_like
 
@@ -799,7 +808,7 @@ def torch_get_autocast_dtype(orig, r, slot):
             translated = table[device_type]
         except TypeError:  # unhashable: not a device; the original reports it
             translated = device_type
-        if translated is not device_type:
+        if translated != device_type:
             if hits[slot]:
                 hits[slot] += 1
             else:
@@ -822,7 +831,7 @@ def torch_hamming_window(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -847,7 +856,7 @@ def torch_hann_window(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -869,7 +878,7 @@ def torch_is_autocast_enabled(orig, r, slot):
             translated = table[device_type]
         except TypeError:  # unhashable: not a device; the original reports it
             translated = device_type
-        if translated is not device_type:
+        if translated != device_type:
             if hits[slot]:
                 hits[slot] += 1
             else:
@@ -892,7 +901,7 @@ def torch_kaiser_window(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -917,7 +926,7 @@ def torch_linspace(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -942,7 +951,7 @@ def torch_logspace(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -967,7 +976,7 @@ def torch_normal(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -994,7 +1003,7 @@ def torch_ones(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1009,6 +1018,7 @@ def torch_ones(orig, r, slot):
 def torch_ones_like(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
     born = r.born
+    inherit = r.inherit
 
     def ones_like(*args, **kwargs):
         if kwargs.get("pin_memory"):  # no emulated target pins memory
@@ -1019,14 +1029,14 @@ def torch_ones_like(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
                     first(slot)
                 kwargs["device"] = translated
                 return born(orig(*args, **kwargs), value)
-        return orig(*args, **kwargs)
+        return inherit(orig(*args, **kwargs), args)
 
     return ones_like
 
@@ -1044,7 +1054,7 @@ def torch_rand(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1061,6 +1071,7 @@ def torch_rand(orig, r, slot):
 def torch_rand_like(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
     born = r.born
+    inherit = r.inherit
 
     def rand_like(*args, **kwargs):
         if kwargs.get("pin_memory"):  # no emulated target pins memory
@@ -1071,7 +1082,7 @@ def torch_rand_like(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1080,7 +1091,7 @@ def torch_rand_like(orig, r, slot):
                 if kwargs.get("generator") is None:
                     kwargs["generator"] = r.generator(value)
                 return born(orig(*args, **kwargs), value)
-        return orig(*args, **kwargs)
+        return inherit(orig(*args, **kwargs), args)
 
     return rand_like
 
@@ -1098,7 +1109,7 @@ def torch_randint(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1115,6 +1126,7 @@ def torch_randint(orig, r, slot):
 def torch_randint_like(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
     born = r.born
+    inherit = r.inherit
 
     def randint_like(*args, **kwargs):
         if kwargs.get("pin_memory"):  # no emulated target pins memory
@@ -1125,7 +1137,7 @@ def torch_randint_like(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1134,7 +1146,7 @@ def torch_randint_like(orig, r, slot):
                 if kwargs.get("generator") is None:
                     kwargs["generator"] = r.generator(value)
                 return born(orig(*args, **kwargs), value)
-        return orig(*args, **kwargs)
+        return inherit(orig(*args, **kwargs), args)
 
     return randint_like
 
@@ -1152,7 +1164,7 @@ def torch_randn(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1169,6 +1181,7 @@ def torch_randn(orig, r, slot):
 def torch_randn_like(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
     born = r.born
+    inherit = r.inherit
 
     def randn_like(*args, **kwargs):
         if kwargs.get("pin_memory"):  # no emulated target pins memory
@@ -1179,7 +1192,7 @@ def torch_randn_like(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1188,7 +1201,7 @@ def torch_randn_like(orig, r, slot):
                 if kwargs.get("generator") is None:
                     kwargs["generator"] = r.generator(value)
                 return born(orig(*args, **kwargs), value)
-        return orig(*args, **kwargs)
+        return inherit(orig(*args, **kwargs), args)
 
     return randn_like
 
@@ -1206,7 +1219,7 @@ def torch_randperm(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1233,7 +1246,7 @@ def torch_range(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1258,7 +1271,7 @@ def torch_scalar_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1280,7 +1293,7 @@ def torch_set_autocast_dtype(orig, r, slot):
             translated = table[device_type]
         except TypeError:  # unhashable: not a device; the original reports it
             translated = device_type
-        if translated is not device_type:
+        if translated != device_type:
             if hits[slot]:
                 hits[slot] += 1
             else:
@@ -1300,7 +1313,7 @@ def torch_set_autocast_enabled(orig, r, slot):
             translated = table[device_type]
         except TypeError:  # unhashable: not a device; the original reports it
             translated = device_type
-        if translated is not device_type:
+        if translated != device_type:
             if hits[slot]:
                 hits[slot] += 1
             else:
@@ -1321,7 +1334,7 @@ def torch_sparse_bsc_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1344,7 +1357,7 @@ def torch_sparse_bsr_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1367,7 +1380,7 @@ def torch_sparse_compressed_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1382,6 +1395,7 @@ def torch_sparse_compressed_tensor(orig, r, slot):
 def torch_sparse_coo_tensor(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
     born = r.born
+    inherit = r.inherit
 
     def sparse_coo_tensor(*args, **kwargs):
         value = kwargs.get("device")
@@ -1390,14 +1404,14 @@ def torch_sparse_coo_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
                     first(slot)
                 kwargs["device"] = translated
                 return born(orig(*args, **kwargs), value)
-        return orig(*args, **kwargs)
+        return inherit(orig(*args, **kwargs), args)
 
     return sparse_coo_tensor
 
@@ -1413,7 +1427,7 @@ def torch_sparse_csc_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1436,7 +1450,7 @@ def torch_sparse_csr_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1460,7 +1474,7 @@ def torch_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1473,7 +1487,7 @@ def torch_tensor(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1500,7 +1514,7 @@ def torch_tril_indices(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1525,7 +1539,7 @@ def torch_triu_indices(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1550,7 +1564,7 @@ def torch_zeros(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
@@ -1565,6 +1579,7 @@ def torch_zeros(orig, r, slot):
 def torch_zeros_like(orig, r, slot):
     table, hits, first = r.devices, r.hits, r.first
     born = r.born
+    inherit = r.inherit
 
     def zeros_like(*args, **kwargs):
         if kwargs.get("pin_memory"):  # no emulated target pins memory
@@ -1575,14 +1590,14 @@ def torch_zeros_like(orig, r, slot):
                 translated = table[value]
             except TypeError:  # unhashable: not a device; the original reports it
                 translated = value
-            if translated is not value:
+            if translated != value:
                 if hits[slot]:
                     hits[slot] += 1
                 else:
                     first(slot)
                 kwargs["device"] = translated
                 return born(orig(*args, **kwargs), value)
-        return orig(*args, **kwargs)
+        return inherit(orig(*args, **kwargs), args)
 
     return zeros_like
 

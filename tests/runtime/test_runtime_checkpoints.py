@@ -32,13 +32,18 @@ def test_the_checkpoint_is_a_cuda_one(cuda_checkpoint):
 
 @pytest.mark.parametrize("weights_only", [True, False])
 @pytest.mark.parametrize("map_location", [
-    None, "cuda", "cuda:0", torch.device("cuda", 0), {"cuda:0": "cuda:1"},
+    None, "cuda", "cuda:0", torch.device("cuda", 0), {"cuda:0": "cuda"},
     lambda storage, location: storage.cuda(), lambda storage, location: None, "cpu",
 ], ids=["none", "str", "str-index", "device", "dict", "callable-cuda", "callable-none", "cpu"])
 def test_every_map_location_form_lands_on_the_target(on_cpu, cuda_checkpoint, map_location, weights_only):
     state = torch.load(io.BytesIO(cuda_checkpoint), map_location=map_location, weights_only=weights_only)
     assert state["step"] == 7
     assert state["weight"].device.type == "cpu" and state["weight"].equal(torch.arange(4.0))
+
+
+def test_a_device_the_machine_lacks_raises_what_cuda_raises(on_cpu, cuda_checkpoint):
+    with pytest.raises(RuntimeError, match="on CUDA device 1 but torch.cuda.device_count.. is 1"):
+        torch.load(io.BytesIO(cuda_checkpoint), map_location={"cuda:0": "cuda:1"})
 
 
 def test_checkpoint_redirects_are_counted(on_cpu, cuda_checkpoint):

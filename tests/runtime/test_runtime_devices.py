@@ -157,9 +157,11 @@ def test_legacy_cuda_tensor_types(on_cpu):
     x = FloatTensor([1.0, 2.0])
     assert x.device == torch.device("cpu") and x.dtype == torch.float32
     assert isinstance(x, torch.cuda.FloatTensor) and not isinstance(x, torch.cuda.HalfTensor)
+    assert not isinstance(torch.ones(2), torch.cuda.FloatTensor)  # a host tensor, as on a GPU
     assert torch.cuda.LongTensor(2, 3).shape == (2, 3) and torch.cuda.LongTensor(2, 3).dtype == torch.int64
     half = x.type(torch.cuda.HalfTensor)
     assert half.dtype == torch.float16 and half.equal(x.half())
     assert x.type("torch.cuda.DoubleTensor").equal(x.double())
-    assert x.type(torch.int64).dtype == torch.int64 and x.type() == "torch.FloatTensor"  # the original's
+    assert x.type(torch.int64).dtype == torch.int64 and x.type() == "torch.cuda.FloatTensor"
+    assert torch.ones(2).type() == "torch.FloatTensor"
     assert torchdevice.report()["redirects"]["torch.Tensor.type"] == {"cuda->cpu": 2}

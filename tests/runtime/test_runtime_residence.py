@@ -113,6 +113,13 @@ def test_what_a_tensor_says_of_its_device(two_devices):
     assert torch._C.TensorBase.is_cuda.__get__(d) is False  # torch's own code sees the machine
 
 
+def test_tensors_made_like_a_device_tensor_are_device_tensors(two_devices):
+    d = torch.ones(2, device="cuda:1")
+    for made in (d.new_zeros(3), d.new_tensor([1.0]), torch.zeros_like(d), torch.rand_like(d), torch.full_like(d, 2)):
+        assert made.is_cuda and made.get_device() == 1
+    assert not torch.zeros_like(torch.ones(2)).is_cuda
+
+
 def test_device_contexts_work_with_the_wrapped_factories(on_cpu):
     with torch.device("meta"):
         assert torch.empty(1).device.type == "meta"
@@ -123,9 +130,12 @@ def test_device_contexts_work_with_the_wrapped_factories(on_cpu):
     try:
         made = torch.zeros(2)
         assert made.is_cuda and made.device.type == "cpu"
+        assert torch.get_default_device() == torch.device("cuda", 0)
+        with torch.device("meta"):
+            assert torch.get_default_device().type == "meta"
     finally:
         torch.set_default_device(None)
-    assert not torch.zeros(2).is_cuda
+    assert not torch.zeros(2).is_cuda and torch.get_default_device().type == "cpu"
 
 
 def test_device_context_of_a_library_built_before_install():

@@ -51,7 +51,7 @@ def patch(patcher: Patcher, r: Redirect) -> None:
 
     def make_event(device: Any = None, *args: Any, **kwargs: Any) -> Any:
         translated = r.device(event_slot, device)
-        if translated is not device and r.target.type == "cpu":
+        if translated != device and r.target.type == "cpu":
             return Event(*args, **kwargs)  # CPU events cannot record: a timing event stands in
         return event(translated, *args, **kwargs)
 

@@ -33,9 +33,14 @@ def patch(patcher: Patcher, r: Redirect) -> None:
         translated = translate_location(location, r.target)
         if translated == location:
             return restore(storage, location)
+        index = r.index(location)
+        if index >= r.emulated:
+            raise RuntimeError(f"Attempting to deserialize object on CUDA device {index} but torch.cuda.device_count() "
+                               f"is {r.emulated}. Please use torch.load with map_location to map your storages to an "
+                               "existing device.")
         r.count(load_slot)
         restored = restore(storage, translated)
-        return r.ledger.mark(restored, r.index(location)) if isinstance(restored, torch.UntypedStorage) else restored
+        return r.ledger.mark(restored, index) if isinstance(restored, torch.UntypedStorage) else restored
 
     patcher.set(torch.serialization, "default_restore_location", default_restore_location)
     _patch_dataloader(patcher, r)

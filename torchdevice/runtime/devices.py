@@ -5,7 +5,8 @@ Every place a device enters PyTorch looks its argument up in a :class:`DeviceMap
 ``"cuda"``, ``"cuda:1"``, ``torch.device("cuda", 1)``, a bare index) or a :class:`TypeMap` (device
 *type* strings such as autocast's ``device_type``). A lookup is one dictionary access; the first
 sight of each distinct value computes and caches its translation. Values that need no translation
-map to themselves (the identical object), so ``translated is not original`` tells a redirect.
+map to an equal value (the first equal one seen, not always the identical object), so
+``translated != original`` tells a redirect.
 
 ``cuda:0`` to ``cuda:N-1`` all mean the target, for the N emulated devices (:func:`resolve_devices`);
 an index beyond them raises the error CUDA raises for it (:func:`invalid_ordinal`).

@@ -622,10 +622,12 @@ def tensor_type(value: str) -> type:
 
     class Meta(type):
         def __call__(cls, *args: Any, **kwargs: Any) -> torch.Tensor:
-            return cpu_type(*args, **kwargs).to(target())
+            made = cpu_type(*args, **kwargs)
+            return made.to(target()) if _on_mps() else _redirect().born(made, "cuda")
 
         def __instancecheck__(cls, instance: object) -> bool:
-            return (isinstance(instance, torch.Tensor) and instance.dtype == dtype
-                    and instance.device.type == target().type)
+            if not isinstance(instance, torch.Tensor) or instance.dtype != dtype:
+                return False
+            return instance.device.type == "mps" if _on_mps() else device_index(instance) is not None
 
     return Meta(name, (), {"dtype": dtype, "is_cuda": True, "__module__": "torch.cuda"})

@@ -18,7 +18,7 @@ import torch
 
 from torchdevice.runtime.devices import DeviceMap, StrictDeviceMap, TypeMap
 from torchdevice.runtime.report import log, redirects
-from torchdevice.runtime.residence import Ledger, mark_of
+from torchdevice.runtime.residence import Ledger, device_index, mark_of
 
 
 class Redirect:
@@ -73,7 +73,7 @@ class Redirect:
             translated = self.devices[value]
         except TypeError:  # unhashable: not a device; torch reports the bad argument itself
             return value
-        if translated is not value:
+        if translated != value:
             self.count(slot)
         return translated
 
@@ -83,7 +83,7 @@ class Redirect:
             translated = self.types[value]
         except TypeError:
             return value
-        if translated is not value:
+        if translated != value:
             self.count(slot)
         return translated
 
@@ -108,6 +108,15 @@ class Redirect:
         (not inside a graph being compiled: its tensors are not the ones that will run)."""
         if isinstance(result, torch.Tensor) and not torch.compiler.is_compiling():
             self.ledger.mark(result, self.index(value))
+        return result
+
+    def inherit(self, result: Any, args: tuple[Any, ...]) -> Any:
+        """``result`` of a call asked for no device, made like its first argument: marked as on that
+        argument's emulated device, if it has one."""
+        if args and isinstance(args[0], torch.Tensor) and not torch.compiler.is_compiling():
+            index = device_index(args[0])
+            if index is not None and isinstance(result, torch.Tensor):
+                self.ledger.mark(result, index)
         return result
 
     def copied(self, result: Any, value: Any) -> Any:

@@ -12,12 +12,12 @@ result computed from device tensors is not known as one (``is_cuda`` says False,
 copies it, ``.cpu()`` copies it as it would on a GPU); see :mod:`torchdevice.runtime.tensors`.
 
 The :class:`Ledger` counts the bytes of live marked storages per device, for
-``torch.cuda.memory_allocated()`` and its peak.
+``torch.cuda.memory_allocated()`` and its peak (updated under the GIL, without a lock: a count read
+while another thread allocates may miss that allocation, as a GPU's statistics may).
 """
 
 from __future__ import annotations
 
-import threading
 import weakref
 from typing import Any
 
@@ -58,27 +58,29 @@ class Ledger:
         self.allocated = [0] * devices
         self.peak = [0] * devices
         self._live: dict[weakref.ref[Any], tuple[int, int]] = {}
-        self._lock = threading.Lock()
+        self._released = self._release  # one bound method for every weak reference
 
     def mark(self, t: Any, index: int) -> Any:
         """Mark the storage of tensor (or storage) ``t`` as on device ``index``; return ``t``. A storage
         already marked keeps its mark (it was born elsewhere and handed back unchanged)."""
         storage = t if isinstance(t, torch.UntypedStorage) else storage_of(t)
-        if storage is None or hasattr(storage, MARK):
+        if storage is None:
             return t
-        setattr(storage, MARK, index)
+        attributes = storage.__dict__
+        if MARK in attributes:
+            return t
+        attributes[MARK] = index
         if index >= 0:
             nbytes = storage.nbytes()
-            with self._lock:
-                self._live[weakref.ref(storage, self._released)] = (index, nbytes)
-                self.allocated[index] += nbytes
-                self.peak[index] = max(self.peak[index], self.allocated[index])
+            self._live[weakref.ref(storage, self._released)] = (index, nbytes)
+            allocated = self.allocated[index] = self.allocated[index] + nbytes
+            if allocated > self.peak[index]:
+                self.peak[index] = allocated
         return t
 
     def reset_peak(self, index: int) -> None:
         self.peak[index] = self.allocated[index]
 
-    def _released(self, ref: weakref.ref[Any]) -> None:
-        with self._lock:
-            index, nbytes = self._live.pop(ref, (0, 0))
-            self.allocated[index] -= nbytes
+    def _release(self, ref: weakref.ref[Any]) -> None:
+        index, nbytes = self._live.pop(ref, (0, 0))
+        self.allocated[index] -= nbytes

@@ -15,8 +15,9 @@ tensors (a mark on the storage):
   own code still gets the machine's answer, see :mod:`.views`).
 
 ``torch.set_default_device("cuda")`` and ``with torch.device("cuda"):`` build a DeviceContext whose
-device is translated and whose tensors are marked; every DeviceContext sees the factories it expects
-also while the runtime's wrappers stand in for them.
+device is translated and whose tensors are marked (``torch.get_default_device()`` then says
+``cuda:N``); every DeviceContext sees the factories it expects also while the runtime's wrappers
+stand in for them.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def patch(patcher: Patcher, r: Redirect) -> None:
     patcher.set(torch.Tensor, "type", mover.legacy_type())
     patcher.set(torch.Tensor, "get_device", _get_device(torch.Tensor.get_device))
     for name, answer in (("is_cuda", True), ("is_cpu", False)):
-        patcher.set(torch.Tensor, name, _residence_property(name, answer))
+        patcher.set(torch.Tensor, name, _residence_property(name, answer, r.target))
     patcher.set(torch.UntypedStorage, "cuda", mover.storage_cuda())
     patcher.set(torch.UntypedStorage, "pin_memory", mover.storage_pin_memory())
     patcher.set(torch.UntypedStorage, "is_pinned", _is_pinned(torch.UntypedStorage.is_pinned))
@@ -95,7 +96,7 @@ class Mover:
                 translated = devices[value]
             except TypeError:  # unhashable: not a device; torch reports the bad argument
                 return original(self, *args, **kwargs)
-            if translated is not value:
+            if translated != value:
                 r.count(slot)
                 if torch.compiler.is_compiling():  # traced tensors are not the ones that will run
                     return original(self, translated, *rest, **options)
@@ -217,13 +218,16 @@ def _get_device(original: Any) -> Any:
     return get_device
 
 
-def _residence_property(name: str, on_device: bool) -> property:
-    """``is_cuda``/``is_cpu``: a device tensor's answer on a GPU for the program; torch's own code gets the
-    machine's (it would take CUDA-only paths)."""
+def _residence_property(name: str, on_device: bool, target: torch.device) -> property:
+    """``is_cuda``/``is_cpu``: a device tensor's answer on a GPU for the program (on the CPU target a marked
+    tensor, elsewhere a tensor of the target); torch's own code gets the machine's (it would take CUDA-only
+    paths)."""
     real = vars(torch._C.TensorBase)[name].__get__
+    host_target = target.type == "cpu"
 
     def get(self: torch.Tensor) -> bool:
-        if device_index(self) is None or torch_internal():
+        there = device_index(self) is not None if host_target else self.device.type == target.type
+        if not there or torch_internal():
             return real(self)
         return on_device
 
@@ -263,7 +267,7 @@ def _patch_default_device(patcher: Patcher, r: Redirect) -> None:
     @functools.wraps(init)
     def __init__(self: Any, device: Any) -> None:
         translated = r.device(slot, device)
-        if translated is not device:
+        if translated != device:
             setattr(self, ASKED, device)
         init(self, translated)
 
@@ -279,6 +283,18 @@ def _patch_default_device(patcher: Patcher, r: Redirect) -> None:
             return r.born(handle(self, func, types, args, kwargs), asked)
         return handle(self, func, types, args, kwargs)
 
+    original_default = torch.get_default_device
+
+    @functools.wraps(original_default)
+    def get_default_device() -> torch.device:
+        stack = torch.overrides._get_current_function_mode_stack()
+        mode = next((m for m in reversed(stack) if isinstance(m, context)), None)
+        if mode is None:
+            mode = getattr(torch._GLOBAL_DEVICE_CONTEXT, "device_context", None)
+        asked = getattr(mode, ASKED, None)
+        return original_default() if asked is None else torch.device("cuda", r.index(asked))
+
     patcher.set(context, "__init__", __init__)
     patcher.set(context, "__torch_function__", __torch_function__)
     patcher.set(torch.utils._device, "_device_constructors", _device_constructors)
+    patcher.set(torch, "get_default_device", get_default_device)
