@@ -8,7 +8,7 @@ JOBS   ?= auto
 # package itself declares the range it supports (pyproject.toml).
 PIP_INSTALL := $(PY) -m pip install -q -c constraints.txt
 
-.PHONY: venv demo test catalog generate check-generated status bench lint wheel clean
+.PHONY: venv demo test external-suites catalog generate check-generated status bench lint wheel clean
 
 $(STAMP): pyproject.toml constraints.txt torchdevice.pth
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,11 @@ demo: $(STAMP)
 
 test: $(STAMP) check-generated
 	$(PY) -m pytest -n $(JOBS) -q
+
+# The own test suites of skorch, pytorch-ignite and accelerate, natively and under the runtime (not in `test`).
+external-suites: $(STAMP)
+	$(PIP_INSTALL) -e '.[mlx,dev,external]'
+	$(PY) tests/external/suites.py
 
 catalog: $(STAMP)
 	$(PY) -m codegen.scan

@@ -1,0 +1,134 @@
+"""The own test suites of libraries this project did not write, run natively and under ``torchdevice run``.
+
+``python tests/external/suites.py [SUITE...] [-n JOBS]`` (``make external-suites``). For each suite the
+sdist of the installed release is fetched with pip into ``.external/`` (the test sources ship in it) and
+the chosen tests run twice with pytest: with plain torch, then as ``torchdevice run -m pytest``, each
+writing JUnit XML. It prints, per suite, how many passed each way and every test whose outcome differs,
+and writes everything to ``.external/results.json``. Not part of ``make test``: it takes tens of minutes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from importlib.metadata import version
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+WORK = ROOT / ".external"
+
+
+@dataclass(frozen=True)
+class Suite:
+    distribution: str  # the PyPI name; the installed release's sdist is fetched
+    tests: tuple[str, ...]  # pytest arguments, run from the unpacked sdist's root
+    jobs: bool = True  # False: one pytest process (ignite's fixtures take an xdist worker's number for a rank)
+
+
+SUITES = {
+    "skorch": Suite("skorch", (
+        "skorch/tests/test_utils.py", "skorch/tests/test_dataset.py", "skorch/tests/test_history.py",
+        "-o", "addopts=")),
+    "pytorch-ignite": Suite("pytorch-ignite", (
+        "tests/ignite/distributed/utils/test_native.py", "tests/ignite/distributed/comp_models/test_native.py",
+        "tests/ignite/distributed/test_auto.py", "tests/ignite/engine/test_create_supervised.py",
+        "tests/ignite/test_utils.py", "-o", "addopts="), jobs=False),
+    "accelerate": Suite("accelerate", (
+        "tests/test_accelerator.py", "tests/test_utils.py", "tests/test_memory_utils.py",
+        "tests/test_optimizer.py", "tests/test_kwargs_handlers.py", "tests/test_scheduler.py",
+        "tests/test_grad_sync.py", "tests/test_data_loader.py", "-o", "addopts=")),
+}
+
+
+def unpacked(distribution: str) -> Path:
+    """The installed release's sdist, fetched and unpacked under ``.external/`` once."""
+    release = version(distribution)
+    downloads = WORK / "sdists"
+    archives = [p for p in downloads.glob("*.tar.gz") if _is_release(p.name, distribution, release)]
+    if not archives:
+        subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
+                        "-d", str(downloads), f"{distribution}=={release}"], check=True)
+        archives = [p for p in downloads.glob("*.tar.gz") if _is_release(p.name, distribution, release)]
+    (archive,) = archives
+    root = WORK / archive.name.removesuffix(".tar.gz")
+    if not root.is_dir():
+        with tarfile.open(archive) as tar:
+            tar.extractall(WORK, filter="data")
+    return root
+
+
+def _is_release(name: str, distribution: str, release: str) -> bool:
+    return name.lower().replace("_", "-") == f"{distribution}-{release}.tar.gz".lower()
+
+
+def outcomes(report: Path) -> dict[str, str]:
+    """``{test id: passed|failed|skipped}`` from a JUnit XML report."""
+    found = {}
+    for case in ET.parse(report).iter("testcase"):
+        test = f"{case.get('classname')}::{case.get('name')}"
+        kinds = {child.tag for child in case}
+        found[test] = "failed" if kinds & {"failure", "error"} else "skipped" if "skipped" in kinds else "passed"
+    return found
+
+
+def run(suite: Suite, root: Path, redirected: bool, jobs: int) -> tuple[dict[str, str], float]:
+    report = root / ("runtime.xml" if redirected else "native.xml")
+    pytest = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", ".", f"--junitxml={report}", *suite.tests]
+    if suite.jobs and jobs > 1:
+        pytest += ["-n", str(jobs)]
+    command = [sys.executable, *(["-m", "torchdevice", "run"] if redirected else []), *pytest]
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TORCHDEVICE_")}
+    environment["HF_HUB_OFFLINE"] = "1"  # tests that would download a model fail at once, both ways
+    start = time.monotonic()
+    with open(report.with_suffix(".log"), "w") as log:
+        subprocess.run(command, cwd=root, env=environment, stdout=log, stderr=subprocess.STDOUT, check=False)
+    return outcomes(report), time.monotonic() - start
+
+
+def compare(name: str, jobs: int) -> dict:
+    suite = SUITES[name]
+    root = unpacked(suite.distribution)
+    native, native_s = run(suite, root, redirected=False, jobs=jobs)
+    runtime, runtime_s = run(suite, root, redirected=True, jobs=jobs)
+    differ = {test: {"native": native.get(test, "absent"), "runtime": runtime.get(test, "absent")}
+              for test in sorted(native.keys() | runtime.keys()) if native.get(test) != runtime.get(test)}
+    count = lambda found, kind: sum(outcome == kind for outcome in found.values())  # noqa: E731
+    return {"suite": name, "release": version(suite.distribution), "tests": len(native),
+            "native": {k: count(native, k) for k in ("passed", "failed", "skipped")},
+            "runtime": {k: count(runtime, k) for k in ("passed", "failed", "skipped")},
+            "seconds": {"native": round(native_s), "runtime": round(runtime_s)},
+            "lost": sorted(t for t, d in differ.items() if d["native"] == "passed"),
+            "differ": differ}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("suites", nargs="*", metavar="SUITE", help=f"default: all of {', '.join(SUITES)}")
+    parser.add_argument("-n", "--jobs", type=int, default=2, help="pytest-xdist workers per run (default 2)")
+    args = parser.parse_args()
+    unknown = sorted(set(args.suites) - set(SUITES))
+    if unknown:
+        parser.error(f"unknown suite(s): {', '.join(unknown)}; available: {', '.join(SUITES)}")
+    WORK.mkdir(exist_ok=True)
+    results = []
+    for name in args.suites or SUITES:
+        result = compare(name, args.jobs)
+        results.append(result)
+        print(f"{name} {result['release']}: {result['tests']} tests; passed natively {result['native']['passed']}, "
+              f"under the runtime {result['runtime']['passed']}; {len(result['lost'])} passed natively only; "
+              f"{result['seconds']['native']} s / {result['seconds']['runtime']} s", flush=True)
+        for test, outcome in result["differ"].items():
+            print(f"  {test}: native {outcome['native']}, runtime {outcome['runtime']}")
+    (WORK / "results.json").write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""Programs written with real frameworks (``programs/``), each run twice in real subprocesses: natively on
+the CPU (its CUDA spelling replaced by a flag) and under ``torchdevice run``. Every program writes one JSON
+record per rank, ``OUT_DIR/rank<N>.json``, which the tests compare."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from framework_runs import PROGRAMS, Records, records
+
+
+@pytest.fixture(scope="session")
+def native(tmp_path_factory) -> Callable[..., Records]:
+    """``native(PROGRAM, *ARGS)``: the records of ``python PROGRAM OUT_DIR ARGS`` with plain torch (through
+    ``settled_exit``), each distinct run once per test process."""
+    done: dict[tuple[str, ...], Records] = {}
+
+    def run(program: str, *args: str, timeout: float = 300) -> Records:
+        if (program, *args) not in done:
+            out = tmp_path_factory.mktemp(Path(program).stem)
+            command = [sys.executable, "-m", "settled_exit", str(PROGRAMS / program), str(out), *args]
+            done[(program, *args)] = records(out, command, timeout)
+        return done[(program, *args)]
+
+    return run
+
+
+@pytest.fixture
+def redirected(tmp_path) -> Callable[..., Records]:
+    """``redirected(PROGRAM, *ARGS, devices=N, launcher=(...))``: the records of
+    ``torchdevice run --devices N [LAUNCHER...] PROGRAM OUT_DIR ARGS``."""
+
+    def run(program: str, *args: str, devices: int = 1, launcher: tuple[str, ...] = (),
+            timeout: float = 300) -> Records:
+        out = tmp_path / "out"
+        out.mkdir()
+        command = [sys.executable, "-m", "torchdevice", "run", "--devices", str(devices), *launcher,
+                   str(PROGRAMS / program), str(out), *args]
+        return records(out, command, timeout)
+
+    return run
