@@ -10,8 +10,6 @@ PROGRAM = "ignite_parallel.py"
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason="dist.is_nccl_available() is False under the runtime: ignite refuses "
-                   "backend='nccl' ('Unknown backend'); then dist.get_backend() says 'gloo' for the nccl group")
 def test_parallel_on_nccl_runs_collectives_and_training_like_gloo(native, redirected):
     cpu = native(PROGRAM, "--backend", "gloo")
     gpu = redirected(PROGRAM, devices=2)

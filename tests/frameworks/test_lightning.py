@@ -27,8 +27,6 @@ def test_32_true_trains_on_the_gpu_with_the_cpu_numbers(native, redirected):
 MIXED = [("16-mixed", torch.float16, 5e-3), ("bf16-mixed", torch.bfloat16, 4e-2)]
 
 
-@pytest.mark.xfail(strict=True, reason="CUDA's autocast policy is not applied: log_softmax runs in the low "
-                   "precision (the CPU's policy), CUDA runs it in float32")
 @pytest.mark.parametrize(("precision", "dtype", "rtol"), MIXED, ids=[m[0] for m in MIXED])
 def test_mixed_precision_runs_under_cuda_autocast(native, redirected, precision, dtype, rtol):
     (cpu,) = native(PROGRAM, "--accelerator", "cpu")

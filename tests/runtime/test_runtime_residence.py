@@ -234,3 +234,14 @@ def test_uninstall_leaves_tensors_as_torch_sees_them():
     with torchdevice.installed("cpu"):
         d = torch.zeros(2, device="cuda")
     assert not d.is_cuda and d.get_device() == -1 and d.cpu() is d
+
+
+@pytest.mark.filterwarnings("error")  # no "pin_memory ... no accelerator" warning: the accelerator is emulated
+@pytest.mark.parametrize("workers", [0, 2])
+def test_dataloader_pins_its_batches(on_cpu, workers):
+    from torch.utils.data import DataLoader, TensorDataset
+
+    loader = DataLoader(TensorDataset(torch.arange(8.0)), batch_size=4, pin_memory=True, num_workers=workers)
+    batches = [batch for (batch,) in loader]
+    assert loader.pin_memory and all(b.is_pinned() for b in batches)
+    assert torch.cat(batches).equal(torch.arange(8.0))

@@ -1,18 +1,18 @@
-"""Data in and out: checkpoints saved on CUDA, and DataLoader's pinned memory.
+"""Data in: checkpoints saved on CUDA.
 
 * ``torch.load``: every ``map_location`` form (``None``, string, device, dict, callable returning
   ``None``) ends in ``torch.serialization.default_restore_location(storage, location)``; patching
   that one function to translate CUDA locations covers them all (the storages it restores there are
   marked as on their device), and ``torch.load`` itself is not wrapped. Callables that call
   ``storage.cuda()`` are covered by the storage patch in :mod:`torchdevice.runtime.tensors`.
-* ``DataLoader(pin_memory=True)`` on a target without pinned memory loads into ordinary memory,
-  silently, as if pinning had been asked of a machine where all host memory is pinned.
+
+``DataLoader(pin_memory=True)`` needs nothing here: it pins through ``Tensor.pin_memory`` (a copy, marked as
+pinned: :mod:`torchdevice.runtime.tensors`), as it would on a GPU machine.
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
 from typing import Any
 
 import torch
@@ -43,22 +43,3 @@ def patch(patcher: Patcher, r: Redirect) -> None:
         return r.ledger.mark(restored, index) if isinstance(restored, torch.UntypedStorage) else restored
 
     patcher.set(torch.serialization, "default_restore_location", default_restore_location)
-    _patch_dataloader(patcher, r)
-
-
-def _patch_dataloader(patcher: Patcher, r: Redirect) -> None:
-    loader = torch.utils.data.DataLoader
-    init = loader.__init__
-    signature = inspect.signature(init)
-    slot = r.slot("torch.utils.data.DataLoader")
-
-    @functools.wraps(init)
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        bound = signature.bind(self, *args, **kwargs)
-        if bound.arguments.get("pin_memory"):
-            r.count(slot)
-            bound.arguments["pin_memory"] = False
-            bound.arguments.pop("pin_memory_device", None)
-        init(*bound.args, **bound.kwargs)
-
-    patcher.set(loader, "__init__", __init__)

@@ -23,9 +23,10 @@ import torchdevice_generated
 import torchdevice
 from torchdevice.runtime.patching import Patcher
 
-TOLD_AS_PROGRAM = frozenset({"torch.random"})
+TOLD_AS_PROGRAM = frozenset({"torch.random", "torch.utils.data.dataloader", "torch.utils.data._utils.pin_memory"})
 """Torch modules told what the program is told: they use the emulated ``torch.cuda`` only through its public
-functions and never reach CUDA's C code (``fork_rng`` forks the emulated devices' generators)."""
+functions and never reach CUDA's C code (``fork_rng`` forks the emulated devices' generators; DataLoader pins
+batches through ``Tensor.pin_memory``, a copy marked as pinned, see :mod:`.tensors`)."""
 
 
 def torch_internal(depth: int = 2) -> bool:
