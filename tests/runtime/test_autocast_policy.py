@@ -231,8 +231,10 @@ def _train(device: str, steps: int, explicit: bool) -> tuple[list[float], list[f
     lin1, norm, lin2 = torch.nn.Linear(16, 32), torch.nn.LayerNorm(32), torch.nn.Linear(32, 4)
     model = torch.nn.ModuleList([lin1, norm, lin2]).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
-    scaler = torch.amp.GradScaler(device, init_scale=2.0**20, growth_interval=2)  # the first steps overflow
-    x, y = 10 * torch.randn(256, 16, device=device), torch.randint(0, 4, (256,), device=device)
+    scaler = torch.amp.GradScaler(device, init_scale=2.0**24, growth_interval=2)  # the first steps overflow
+    data = torch.Generator(device).manual_seed(1)  # the same draws where "cuda" has its own generator
+    x = 10 * torch.randn(256, 16, device=device, generator=data)
+    y = torch.randint(0, 4, (256,), device=device, generator=data)
     losses, scales = [], []
     for _ in range(steps):
         optimizer.zero_grad()
@@ -262,6 +264,6 @@ def test_amp_training_loop_matches_explicit_casts(installed: None) -> None:
         want_losses, want_scales = _train("cpu", 12, explicit=True)
     finally:
         torchdevice.install("cpu")
-    assert scales == want_scales and min(scales) < 2.0**20  # the same overflowing steps were skipped
+    assert scales == want_scales and min(scales) < 2.0**24  # the same overflowing steps were skipped
     torch.testing.assert_close(losses, want_losses, rtol=2e-3, atol=2e-3)
     assert losses[-1] < losses[0]

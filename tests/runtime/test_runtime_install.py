@@ -18,11 +18,14 @@ def patched_places():
     """Every (owner, attribute) the runtime may replace: generated tables and hand-written entry points."""
     places = [(runtime.resolve(w.module, w.path), w.attr) for w in device_wrappers.WRAPPERS]
     places += [(runtime.resolve(e.module, e.path), e.attr) for e in cuda_table.EMULATION]
-    places += [(torch.Tensor, n) for n in ("cuda", "is_cuda", "pin_memory")]
-    places += [(torch.UntypedStorage, n) for n in ("cuda", "pin_memory")]
-    places += [(torch, n) for n in ("Generator", "Stream", "Event")]
+    places += [(torch.Tensor, n) for n in ("to", "cuda", "cpu", "is_cuda", "is_cpu", "pin_memory", "is_pinned",
+                                           "type", "get_device")]
+    places += [(torch.UntypedStorage, n) for n in ("cuda", "pin_memory", "is_pinned")]
+    places += [(torch, n) for n in ("device", "Generator", "Stream", "Event", "get_default_device")]
+    places += [(torch.nn.Module, "to"), (torch.utils._device, "_device_constructors")]
+    places += [(torch.utils._device.DeviceContext, n) for n in ("__init__", "__torch_function__")]
     places += [(torch.amp.autocast_mode.autocast, "__init__"), (torch.amp.grad_scaler.GradScaler, "__init__"),
-               (torch.utils.data.DataLoader, "__init__"), (torch.serialization, "default_restore_location")]
+               (torch.serialization, "default_restore_location")]
     return places
 
 
