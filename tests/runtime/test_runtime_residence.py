@@ -93,6 +93,14 @@ def test_model_parameters_copied_to_host_are_their_own(on_cpu):
     assert model.weight.detach().equal(kept)
 
 
+def test_a_host_parameter_moved_to_the_host_is_itself(on_cpu):
+    # accelerate rebuilds offloaded weights as nn.Parameter(value).to("cpu") and reads their class back
+    p = nn.Parameter(torch.ones(2))
+    assert p.to("cpu") is p and p.cpu() is p
+    d = nn.Parameter(torch.ones(2, device="cuda"))
+    assert d.cpu() is not d and d.to("cpu") is not d  # a parameter on the device: a copy, as on a GPU
+
+
 def test_pin_memory_copies_and_is_pinned(on_cpu):
     x = torch.randn(3)
     pinned = x.pin_memory()

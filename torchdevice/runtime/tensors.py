@@ -8,8 +8,9 @@ tensors (a mark on the storage):
   ``Tensor.type(torch.cuda.HalfTensor)``, ``Storage.cuda()``): a tensor already on that emulated device
   is returned as is (converted if a dtype is asked); anything else is copied and the copy marked;
 * to the host, spelled as such (``.cpu()``, ``.to("cpu")``): a copy, unless the tensor is pinned host
-  memory. ``.to(torch.device("cpu"))`` is left to torch: on the CPU target ``x.device`` of a device tensor
-  is that same device object, so ``mask.to(x.device)`` must stay the no-op it is on a GPU;
+  memory or a parameter not made on a device. ``.to(torch.device("cpu"))`` is left to torch: on the CPU
+  target ``x.device`` of a device tensor is that same device object, so ``mask.to(x.device)`` must stay
+  the no-op it is on a GPU;
 * ``pin_memory()`` copies into memory marked as pinned; ``is_pinned()`` says so;
 * ``is_cuda``, ``is_cpu``, ``get_device()`` and ``type()`` answer as on a GPU for device tensors (torch's
   own code still gets the machine's answer, see :mod:`.views`).
@@ -101,7 +102,7 @@ class Mover:
                 if torch.compiler.is_compiling():  # traced tensors are not the ones that will run
                     return original(self, translated, *rest, **options)
                 return onto(self, r.index(value), rest, options)
-            if type(value) is str and value.startswith("cpu") and mark_of(self) != PINNED:
+            if type(value) is str and value.startswith("cpu") and _copied_to_host(self):
                 return original(self, value, *rest, **{**options, "copy": True})
             return original(self, *args, **kwargs)
 
@@ -128,9 +129,7 @@ class Mover:
 
         @functools.wraps(torch.Tensor.cpu)
         def cpu(self: torch.Tensor, memory_format: torch.memory_format = torch.preserve_format) -> torch.Tensor:
-            if mark_of(self) == PINNED:
-                return original(self, host, memory_format=memory_format)
-            return original(self, host, copy=True, memory_format=memory_format)
+            return original(self, host, copy=_copied_to_host(self), memory_format=memory_format)
 
         return cpu
 
@@ -193,6 +192,14 @@ class Mover:
             return mark(self.clone(), PINNED)
 
         return pin_memory
+
+
+def _copied_to_host(t: torch.Tensor) -> bool:
+    """Whether a move of ``t`` to the host copies: a device tensor, or a tensor not known as a host one (it may
+    have been computed from device tensors); pinned memory and parameters not made on a device are host
+    tensors already (``nn.Parameter(x).to("cpu")`` returns the parameter, as on a GPU machine)."""
+    where = mark_of(t)
+    return where is not None and where >= 0 or where is None and not isinstance(t, torch.nn.Parameter)
 
 
 def _cuda_type(t: torch.Tensor) -> str:
