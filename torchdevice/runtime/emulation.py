@@ -599,9 +599,8 @@ def default_generators(value: Any) -> tuple[torch.Generator, ...]:
 class autocast(torch.amp.autocast_mode.autocast):
     """``torch.cuda.amp.autocast(...)``: ``torch.autocast("cuda", ...)`` as PyTorch's deprecation note says.
 
-    CUDA's version defaults ``dtype`` to float16, CUDA's autocast dtype; here it defaults to the target's
-    autocast dtype (bfloat16 on CPU, float16 on MPS), exactly as ``torch.autocast("cuda")`` does under the
-    runtime and as the source rewriter's ``torch.amp.autocast(<device type>)`` does everywhere.
+    Without a ``dtype`` it takes CUDA's autocast dtype (float16 unless the program set another), as
+    ``torch.autocast("cuda")`` does under the runtime (:mod:`torchdevice.runtime.amp`).
     """
 
     def __init__(self, enabled: bool = True, dtype: torch.dtype | None = None, cache_enabled: bool = True) -> None:
