@@ -13,20 +13,10 @@ from dataclasses import dataclass
 
 from codegen.model import Catalog
 from codegen.plan.fallback import FallbackTable
+from torchdevice.check.knowledge import MissingCall
 from torchdevice.records import aten_key, is_aten_entry
 
 PYTHON_KINDS = ("function", "builtin", "method")
-
-
-@dataclass(frozen=True)
-class MissingCall:
-    name: str
-    ops: tuple[str, ...]
-    """The aten ops it reaches that have no MPS kernel."""
-    always: bool
-    """Every op it reaches is missing: each call falls back, not only some."""
-    mlx: bool
-    """Every missing op has a verified MLX route."""
 
 
 @dataclass(frozen=True)

@@ -32,10 +32,15 @@ class CudaEntry:
 
 @dataclass(frozen=True)
 class MissingCall:
+    """A public entry that reaches aten ops MPS has no kernel for (``codegen/plan/check.py`` finds them)."""
+
     name: str
     ops: tuple[str, ...]
+    """The aten ops it reaches that have no MPS kernel."""
     always: bool
+    """Every op it reaches is missing: each call falls back, not only some."""
     mlx: bool
+    """Every missing op has a verified MLX route."""
 
 
 @functools.cache
@@ -49,9 +54,7 @@ def packages() -> dict[str, tuple[str, str, str]]:
 def cuda_entries() -> dict[str, CudaEntry]:
     from torchdevice_generated.cuda_table import EMULATION
 
-    return {name: CudaEntry(name, policy, does, why)
-            for module, path, attr, policy, does, _, why, _ in EMULATION
-            for name in (".".join((module, *path, attr)),)}
+    return {row.name: CudaEntry(row.name, row.policy, row.does, row.why) for row in EMULATION}
 
 
 def package(module: str) -> Package | None:
