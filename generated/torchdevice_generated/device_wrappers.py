@@ -8,7 +8,8 @@ wrapper: one dictionary lookup of the device value, a counter bump when it was r
 original with the translated value. A tensor asked for CUDA is marked as on its emulated device
 (``born``; ``copied`` where the result may be the argument's memory), one asked for no device made
 like a device tensor is marked like it (``inherit``: ``x.new_zeros``, ``torch.zeros_like``), and
-random numbers asked for CUDA come from the emulated CUDA generator. ``WRAPPERS`` has one
+random numbers asked for CUDA come from the emulated CUDA generator. A call the target refuses for its
+dtype (float64 on MPS) is made again with its result hosted (``remade``, see ``torchdevice.runtime.hosted``). ``WRAPPERS`` has one
 :class:`~torchdevice.records.WrapperRow` per wrapper.
 """
 
@@ -78,7 +79,10 @@ def torch_fft_fftfreq(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return fftfreq
@@ -103,7 +107,10 @@ def torch_fft_rfftfreq(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return rfftfreq
@@ -175,7 +182,10 @@ def torch_nested_as_nested_tensor(orig, r, slot):
                 kwargs["device"] = translated
                 asked = value
         if asked is not None:
-            return born(orig(*args, **kwargs), asked)
+            try:
+                return born(orig(*args, **kwargs), asked)
+            except TypeError as error:
+                return born(r.remade(error, orig, args, kwargs, translated), asked)
         return orig(*args, **kwargs)
 
     return as_nested_tensor
@@ -200,7 +210,10 @@ def torch_nested_nested_tensor(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return nested_tensor
@@ -247,8 +260,15 @@ def torch_Tensor_new_empty(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
-        return inherit(orig(*args, **kwargs), args)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
+        try:
+            return inherit(orig(*args, **kwargs), args)
+        except TypeError as error:  # made like a device tensor, in a dtype the target refuses
+            return inherit(r.remade(error, orig, args, kwargs, None), args)
+
 
     return new_empty
 
@@ -273,8 +293,15 @@ def torch_Tensor_new_empty_strided(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
-        return inherit(orig(*args, **kwargs), args)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
+        try:
+            return inherit(orig(*args, **kwargs), args)
+        except TypeError as error:  # made like a device tensor, in a dtype the target refuses
+            return inherit(r.remade(error, orig, args, kwargs, None), args)
+
 
     return new_empty_strided
 
@@ -299,8 +326,15 @@ def torch_Tensor_new_full(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
-        return inherit(orig(*args, **kwargs), args)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
+        try:
+            return inherit(orig(*args, **kwargs), args)
+        except TypeError as error:  # made like a device tensor, in a dtype the target refuses
+            return inherit(r.remade(error, orig, args, kwargs, None), args)
+
 
     return new_full
 
@@ -341,8 +375,15 @@ def torch_Tensor_new_ones(orig, r, slot):
         if kwargs.get("pin_memory"):  # no emulated target pins memory
             kwargs["pin_memory"] = False
         if asked is not None:
-            return born(orig(*args, **kwargs), asked)
-        return inherit(orig(*args, **kwargs), args)
+            try:
+                return born(orig(*args, **kwargs), asked)
+            except TypeError as error:
+                return born(r.remade(error, orig, args, kwargs, translated), asked)
+        try:
+            return inherit(orig(*args, **kwargs), args)
+        except TypeError as error:  # made like a device tensor, in a dtype the target refuses
+            return inherit(r.remade(error, orig, args, kwargs, None), args)
+
 
     return new_ones
 
@@ -381,8 +422,15 @@ def torch_Tensor_new_tensor(orig, r, slot):
                 kwargs["device"] = translated
                 asked = value
         if asked is not None:
-            return born(orig(*args, **kwargs), asked)
-        return inherit(orig(*args, **kwargs), args)
+            try:
+                return born(orig(*args, **kwargs), asked)
+            except TypeError as error:
+                return born(r.remade(error, orig, args, kwargs, translated), asked)
+        try:
+            return inherit(orig(*args, **kwargs), args)
+        except TypeError as error:  # made like a device tensor, in a dtype the target refuses
+            return inherit(r.remade(error, orig, args, kwargs, None), args)
+
 
     return new_tensor
 
@@ -407,8 +455,15 @@ def torch_Tensor_new_zeros(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
-        return inherit(orig(*args, **kwargs), args)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
+        try:
+            return inherit(orig(*args, **kwargs), args)
+        except TypeError as error:  # made like a device tensor, in a dtype the target refuses
+            return inherit(r.remade(error, orig, args, kwargs, None), args)
+
 
     return new_zeros
 
@@ -432,7 +487,10 @@ def torch_arange(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return arange
@@ -471,7 +529,10 @@ def torch_as_tensor(orig, r, slot):
                 kwargs["device"] = translated
                 asked = value
         if asked is not None:
-            return born(orig(*args, **kwargs), asked)
+            try:
+                return born(orig(*args, **kwargs), asked)
+            except TypeError as error:
+                return born(r.remade(error, orig, args, kwargs, translated), asked)
         return orig(*args, **kwargs)
 
     return as_tensor
@@ -494,7 +555,10 @@ def torch_asarray(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return asarray
@@ -519,7 +583,10 @@ def torch_bartlett_window(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return bartlett_window
@@ -544,7 +611,10 @@ def torch_blackman_window(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return blackman_window
@@ -569,7 +639,10 @@ def torch_empty(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return empty
@@ -595,8 +668,15 @@ def torch_empty_like(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
-        return inherit(orig(*args, **kwargs), args)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
+        try:
+            return inherit(orig(*args, **kwargs), args)
+        except TypeError as error:  # made like a device tensor, in a dtype the target refuses
+            return inherit(r.remade(error, orig, args, kwargs, None), args)
+
 
     return empty_like
 
@@ -620,7 +700,10 @@ def torch_empty_permuted(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return empty_permuted
@@ -645,7 +728,10 @@ def torch_empty_quantized(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return empty_quantized
@@ -670,7 +756,10 @@ def torch_empty_strided(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return empty_strided
@@ -695,7 +784,10 @@ def torch_eye(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return eye
@@ -718,7 +810,10 @@ def torch_from_dlpack(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return from_dlpack
@@ -743,7 +838,10 @@ def torch_from_file(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return from_file
@@ -768,7 +866,10 @@ def torch_full(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return full
@@ -794,8 +895,15 @@ def torch_full_like(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
-        return inherit(orig(*args, **kwargs), args)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
+        try:
+            return inherit(orig(*args, **kwargs), args)
+        except TypeError as error:  # made like a device tensor, in a dtype the target refuses
+            return inherit(r.remade(error, orig, args, kwargs, None), args)
+
 
     return full_like
 
@@ -819,7 +927,10 @@ def torch_hamming_window(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return hamming_window
@@ -844,7 +955,10 @@ def torch_hann_window(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return hann_window
@@ -869,7 +983,10 @@ def torch_kaiser_window(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return kaiser_window
@@ -894,7 +1011,10 @@ def torch_linspace(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return linspace
@@ -919,7 +1039,10 @@ def torch_logspace(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return logspace
@@ -946,7 +1069,10 @@ def torch_normal(orig, r, slot):
                 kwargs["device"] = translated
                 if kwargs.get("generator") is None:
                     kwargs["generator"] = r.generator(value)
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return normal
@@ -971,7 +1097,10 @@ def torch_ones(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return ones
@@ -997,8 +1126,15 @@ def torch_ones_like(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
-        return inherit(orig(*args, **kwargs), args)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
+        try:
+            return inherit(orig(*args, **kwargs), args)
+        except TypeError as error:  # made like a device tensor, in a dtype the target refuses
+            return inherit(r.remade(error, orig, args, kwargs, None), args)
+
 
     return ones_like
 
@@ -1024,7 +1160,10 @@ def torch_rand(orig, r, slot):
                 kwargs["device"] = translated
                 if kwargs.get("generator") is None:
                     kwargs["generator"] = r.generator(value)
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return rand
@@ -1052,8 +1191,15 @@ def torch_rand_like(orig, r, slot):
                 kwargs["device"] = translated
                 if kwargs.get("generator") is None:
                     kwargs["generator"] = r.generator(value)
-                return born(orig(*args, **kwargs), value)
-        return inherit(orig(*args, **kwargs), args)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
+        try:
+            return inherit(orig(*args, **kwargs), args)
+        except TypeError as error:  # made like a device tensor, in a dtype the target refuses
+            return inherit(r.remade(error, orig, args, kwargs, None), args)
+
 
     return rand_like
 
@@ -1079,7 +1225,10 @@ def torch_randint(orig, r, slot):
                 kwargs["device"] = translated
                 if kwargs.get("generator") is None:
                     kwargs["generator"] = r.generator(value)
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return randint
@@ -1107,8 +1256,15 @@ def torch_randint_like(orig, r, slot):
                 kwargs["device"] = translated
                 if kwargs.get("generator") is None:
                     kwargs["generator"] = r.generator(value)
-                return born(orig(*args, **kwargs), value)
-        return inherit(orig(*args, **kwargs), args)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
+        try:
+            return inherit(orig(*args, **kwargs), args)
+        except TypeError as error:  # made like a device tensor, in a dtype the target refuses
+            return inherit(r.remade(error, orig, args, kwargs, None), args)
+
 
     return randint_like
 
@@ -1134,7 +1290,10 @@ def torch_randn(orig, r, slot):
                 kwargs["device"] = translated
                 if kwargs.get("generator") is None:
                     kwargs["generator"] = r.generator(value)
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return randn
@@ -1162,8 +1321,15 @@ def torch_randn_like(orig, r, slot):
                 kwargs["device"] = translated
                 if kwargs.get("generator") is None:
                     kwargs["generator"] = r.generator(value)
-                return born(orig(*args, **kwargs), value)
-        return inherit(orig(*args, **kwargs), args)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
+        try:
+            return inherit(orig(*args, **kwargs), args)
+        except TypeError as error:  # made like a device tensor, in a dtype the target refuses
+            return inherit(r.remade(error, orig, args, kwargs, None), args)
+
 
     return randn_like
 
@@ -1189,7 +1355,10 @@ def torch_randperm(orig, r, slot):
                 kwargs["device"] = translated
                 if kwargs.get("generator") is None:
                     kwargs["generator"] = r.generator(value)
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return randperm
@@ -1214,7 +1383,10 @@ def torch_range(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return range
@@ -1239,7 +1411,10 @@ def torch_scalar_tensor(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return scalar_tensor
@@ -1262,7 +1437,10 @@ def torch_sparse_bsc_tensor(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return sparse_bsc_tensor
@@ -1285,7 +1463,10 @@ def torch_sparse_bsr_tensor(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return sparse_bsr_tensor
@@ -1308,7 +1489,10 @@ def torch_sparse_compressed_tensor(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return sparse_compressed_tensor
@@ -1332,8 +1516,15 @@ def torch_sparse_coo_tensor(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
-        return inherit(orig(*args, **kwargs), args)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
+        try:
+            return inherit(orig(*args, **kwargs), args)
+        except TypeError as error:  # made like a device tensor, in a dtype the target refuses
+            return inherit(r.remade(error, orig, args, kwargs, None), args)
+
 
     return sparse_coo_tensor
 
@@ -1355,7 +1546,10 @@ def torch_sparse_csc_tensor(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return sparse_csc_tensor
@@ -1378,7 +1572,10 @@ def torch_sparse_csr_tensor(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return sparse_csr_tensor
@@ -1417,7 +1614,10 @@ def torch_tensor(orig, r, slot):
                 kwargs["device"] = translated
                 asked = value
         if asked is not None:
-            return born(orig(*args, **kwargs), asked)
+            try:
+                return born(orig(*args, **kwargs), asked)
+            except TypeError as error:
+                return born(r.remade(error, orig, args, kwargs, translated), asked)
         return orig(*args, **kwargs)
 
     return tensor
@@ -1442,7 +1642,10 @@ def torch_tril_indices(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return tril_indices
@@ -1467,7 +1670,10 @@ def torch_triu_indices(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return triu_indices
@@ -1492,7 +1698,10 @@ def torch_zeros(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
         return orig(*args, **kwargs)
 
     return zeros
@@ -1518,8 +1727,15 @@ def torch_zeros_like(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-                return born(orig(*args, **kwargs), value)
-        return inherit(orig(*args, **kwargs), args)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
+        try:
+            return inherit(orig(*args, **kwargs), args)
+        except TypeError as error:  # made like a device tensor, in a dtype the target refuses
+            return inherit(r.remade(error, orig, args, kwargs, None), args)
+
 
     return zeros_like
 

@@ -62,3 +62,13 @@ def test_doctor_reports_devices_target_and_catalog(python, monkeypatch, capsys):
     assert facts["fallback"]["active"] is False
     monkeypatch.setenv("TORCHDEVICE_TARGET", "cpu")
     assert 'target: "cuda" means cpu' in doctor.format_facts(doctor.facts())
+
+
+def test_doctor_says_when_the_mac_is_simulated_and_how_float64_is_kept(monkeypatch):
+    monkeypatch.setenv("TORCHDEVICE_TARGET", "mps-sim")
+    facts = doctor.facts()
+    assert facts["simulated"] is True and facts["fallback"]["active"] is True
+    text = doctor.format_facts(facts)
+    assert "mps:0 (simulated Apple silicon" in text and "float64: float64 and complex128" in text
+    monkeypatch.setenv("TORCHDEVICE_TARGET", "cpu")
+    assert doctor.facts()["simulated"] is False and doctor.facts()["float64"] is None

@@ -47,6 +47,19 @@ def test_mixing_a_device_tensor_with_a_host_tensor_raises_as_on_mps(mac):
     assert x[torch.tensor([0, 2])].is_mps  # host indices too
 
 
+@pytest.mark.parametrize("layer", [torch.nn.LSTM, torch.nn.GRU, torch.nn.RNN])
+def test_a_recurrent_layer_left_on_the_host_raises_packed_or_not(mac, layer):
+    rnn = layer(3, 4, batch_first=True)
+    x = torch.randn(2, 5, 3, device="cuda")
+    packed = torch.nn.utils.rnn.pack_padded_sequence(x, torch.tensor([5, 3]), batch_first=True)
+    for given in (x, packed):
+        with pytest.raises(RuntimeError, match="same device"):
+            rnn(given)
+    rnn.cuda()
+    out, _ = rnn(packed)  # the batch sizes stay a host tensor, as on every device
+    assert out.data.is_mps and out.batch_sizes.device.type == "cpu"
+
+
 def test_moves_copy_between_host_and_device(mac):
     h = torch.zeros(3)
     x = h.to("cuda")
@@ -101,3 +114,28 @@ def test_uninstall_restores_torch():
     assert torch.serialization._package_registry == registry
     with pytest.raises(RuntimeError):
         torch.zeros(1, device="mps")  # no simulated device left
+
+
+@pytest.mark.parametrize("options", [{}, {"foreach": True}, {"fused": True}], ids=["default", "foreach", "fused"])
+@pytest.mark.parametrize("optimizer", [torch.optim.SGD, torch.optim.Adam, torch.optim.AdamW])
+def test_optimizers_step_as_on_the_cpu_on_every_path(optimizer, options):
+    """A Mac runs the single-tensor path by default (torch lists no MPS foreach kernels), and the foreach and
+    fused kernels when a program asks for them: each gives the CPU's parameters."""
+    def train():
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 2).cuda()
+        extra = {"momentum": 0.9} if optimizer is torch.optim.SGD else {}
+        step = optimizer(model.parameters(), lr=0.1, **extra, **options)
+        x = torch.randn(8, 4, device="cuda")
+        for _ in range(3):
+            step.zero_grad()
+            model(x).pow(2).mean().backward()
+            step.step()
+        return [p.detach().cpu() for p in model.parameters()], {p.is_mps for p in model.parameters()}
+
+    with torchdevice.installed("cpu"):
+        native, _ = train()
+    with torchdevice.installed("mps-sim"):
+        mac, placed = train()
+    assert placed == {True}
+    torch.testing.assert_close(mac, native, rtol=1e-6, atol=1e-7)

@@ -31,7 +31,7 @@ def facts() -> dict[str, Any]:
     import torchdevice_generated
     from torchdevice_generated import cuda_table, device_wrappers, fallback_table
 
-    from torchdevice.runtime.devices import resolve_target
+    from torchdevice.runtime.devices import is_simulated, resolve_target
 
     try:
         target, error = resolve_target(), None
@@ -52,12 +52,15 @@ def facts() -> dict[str, Any]:
             "mlx": importlib.util.find_spec("mlx") is not None,
         },
         "target": None if target is None else str(target),
+        "simulated": target is not None and is_simulated(target),
         "target_from": "TORCHDEVICE_TARGET" if os.environ.get("TORCHDEVICE_TARGET") else "machine",
         "target_error": error,
         "passthrough": target is not None and target.type == "cuda",
         "wrapped_entry_points": len(device_wrappers.WRAPPERS),
         "torch_cuda_entries": dict(sorted(policies.items())),
         "fallback": None if target is None else _fallback(target.type, fallback_table),
+        "float64": None if target is None or target.type != "mps" else
+        "float64 and complex128 tensors on the device are kept by the host (MPS has none)",
         "standins": _standins(),
     }
 
@@ -96,6 +99,8 @@ def _version() -> str:
 def format_facts(f: dict[str, Any]) -> str:
     d = f["devices"]
     meaning = "cuda itself (passthrough: nothing is patched)" if f["passthrough"] else f["target"]
+    if f["simulated"]:
+        meaning += " (simulated Apple silicon: MPS's kernel table and dtypes on this machine's CPU, not its speed)"
     lines = [
         f"torchdevice {f['torchdevice']}  python {f['python']}  torch {f['torch']}  "
         f"(catalog: torch {f['catalog_torch']})",
@@ -118,6 +123,8 @@ def format_facts(f: dict[str, Any]) -> str:
         lines += [f"  {name}" for name in fb["examples"]]
     else:
         lines.append(f"fallback: none ({fb['why']})")
+    if f["float64"]:
+        lines.append(f"float64: {f['float64']}")
     lines.append("stand-ins under the runtime (torchdevice.report()['standins'] lists those a run used):")
     for name, standin in f["standins"].items():
         uses = standin["uses"] if standin["uses"] != "stand-in" else \

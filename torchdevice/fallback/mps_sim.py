@@ -8,9 +8,9 @@ the tensor on the host and marks it (:func:`_allocate`).
 
 Each op on device tensors runs as on a Mac (:meth:`DeviceTensor.__torch_dispatch__`): on MPS's
 simulated kernels (:mod:`.simulated`, with Apple silicon's whole table), through the fallback
-engine's kernels registered under ``PrivateUse1``, as they are under ``MPS`` on a Mac. Calls with
-float64 or complex128, which MPS refuses, run on the CPU and are reported as fallbacks: the program
-sees CUDA's dtypes and values, the tensors still on the device. A Python call that mixes a device
+engine's kernels registered under ``PrivateUse1``, as they are under ``MPS`` on a Mac. float64 and
+complex128 are refused as MPS refuses them, and the runtime hosts them as it does on a Mac
+(:mod:`torchdevice.runtime.hosted`): the program sees CUDA's dtypes and values. A Python call that mixes a device
 tensor with a host tensor of one element or more raises MPS's error (:func:`_check_placement`), as
 do ``.numpy()`` and the like; ``.cpu()``/``.to("cpu")`` copy to the host.
 
@@ -21,7 +21,6 @@ C++ code of an op picks on a Mac (torch's C++ sees CPU tensors).
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -29,9 +28,9 @@ import torch
 from torch._C import DispatchKey, DispatchKeySet
 from torch.utils import _pytree as pytree
 
-from torchdevice.fallback.simulated import WIDE, SimulatedMPS, including, uses_float64
+from torchdevice.fallback.simulated import NO_FLOAT64, SimulatedMPS, including
+from torchdevice.runtime.hosted import WIDE, HostedTensor, device_repr, placement_error
 from torchdevice.runtime.patching import Patcher
-from torchdevice.runtime.report import record_fallback
 
 DEVICE = torch.device("mps", 0)
 CPU = torch.device("cpu")
@@ -41,9 +40,11 @@ _GRAD: Any = vars(torch._C.TensorBase)["grad"]
 _PYTHON = DispatchKeySet(DispatchKey.Python) | DispatchKeySet(DispatchKey.PythonTLSSnapshot)
 _HOST_ARGUMENTS = frozenset({
     "to", "copy_", "__getitem__", "__setitem__", "index_put_", "index_put", "new_tensor", "set_",
-    "_pack_padded_sequence", "_pad_packed_sequence", "lstm", "gru", "rnn_tanh", "rnn_relu", "ctc_loss",
+    "_pack_padded_sequence", "_pad_packed_sequence", "ctc_loss",
 })
 """Python calls that take host tensors with device tensors, as on a GPU (copies, indices, lengths)."""
+_RNNS = frozenset({"lstm", "gru", "rnn_tanh", "rnn_relu"})
+"""Recurrent layers' ops: a packed sequence's batch sizes (the second argument) are a host tensor on every device."""
 _HOST_RESULTS = {"_pack_padded_sequence": 1, "_pad_packed_sequence": 1}
 """Ops that return a host tensor at this position on every device (a packed sequence's batch sizes)."""
 
@@ -82,14 +83,7 @@ class DeviceTensor(torch.Tensor):
                         "to host memory first.")
 
     def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
-        """As torch prints a tensor of ``mps:0``: ``tensor([...], device='mps:0'[, dtype=...][, grad_fn=...])``."""
-        text = torch._tensor_str._str(host_view(self), tensor_contents=tensor_contents)
-        end = re.search(r", (?:size|dtype)=[^\n]*\)$", text)
-        at = end.start() if end else len(text) - 1
-        text = f"{text[:at]}, device='{DEVICE}'{text[at:]}"
-        if self.grad_fn is not None:
-            return f"{text[:-1]}, grad_fn=<{type(self.grad_fn).__name__}>)"
-        return f"{text[:-1]}, requires_grad=True)" if self.requires_grad else text
+        return device_repr(host_view(self), DEVICE, self.grad_fn, self.requires_grad, tensor_contents)
 
     def __format__(self, spec: str) -> str:
         return self.item().__format__(spec) if self.dim() == 0 else object.__format__(self, spec)
@@ -100,11 +94,15 @@ class DeviceTensor(torch.Tensor):
 
     @classmethod
     def __torch_function__(cls, func: Callable[..., Any], types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if HostedTensor in types:  # a Mac's device tensors have no Python code: the hosted tensor's runs
+            return NotImplemented
         kwargs = kwargs or {}
         name = getattr(func, "__name__", None)
         if name == "to" or name == "cpu":
             return _to(*args, **kwargs) if name == "to" else _to(args[0], CPU)
-        if name not in _HOST_ARGUMENTS:
+        if name in _RNNS and len(args) > 1 and isinstance(args[1], torch.Tensor):
+            _check_placement((args[0], *args[2:]), kwargs)
+        elif name not in _HOST_ARGUMENTS:
             _check_placement(args, kwargs)
         with torch._C.DisableTorchFunctionSubclass():
             value = func(*args, **kwargs)
@@ -114,23 +112,24 @@ class DeviceTensor(torch.Tensor):
     @classmethod
     def __torch_dispatch__(cls, func: torch._ops.OpOverload, types: Any, args: Any = (),  # type: ignore[override]
                            kwargs: Any = None) -> Any:
+        if HostedTensor in types:
+            return NotImplemented
         kwargs = kwargs or {}
         to_host = kwargs.get("device") == CPU
         with torch._C.DisableTorchFunctionSubclass():
             if func.namespace != "aten" or to_host:
                 with torch._C._ExcludeDispatchKeyGuard(_PYTHON):
                     value = func(*args, **kwargs)
-            elif uses_float64(args, kwargs):  # MPS has no float64: the CPU computes it, the device keeps it
-                with torch._C._ExcludeDispatchKeyGuard(_PYTHON):
-                    value = func(*args, **kwargs)
-                record_fallback(func._name, "cpu")
             else:
                 value = _simulated(func, args, kwargs)
         return value if to_host else _placed(func._opname, value, args, kwargs)
 
 
 def on_device(x: torch.Tensor) -> DeviceTensor:
-    """Host tensor ``x`` marked as the device's (the same memory, the same place in the autograd graph)."""
+    """Host tensor ``x`` marked as the device's (the same memory, the same place in the autograd graph); one
+    of a dtype MPS has no tensors of raises MPS's error, as its allocation does there."""
+    if x.dtype in WIDE:
+        raise TypeError(NO_FLOAT64)
     with torch._C._ExcludeDispatchKeyGuard(_PYTHON):
         return torch._C.TensorBase.as_subclass(x, DeviceTensor)
 
@@ -175,8 +174,9 @@ def _placed(name: str | None, value: Any, args: Any, kwargs: dict[str, Any]) -> 
         at = _HOST_RESULTS[name]
         return (*_placed(None, value[:at], args, kwargs), value[at], *_placed(None, value[at + 1:], args, kwargs))
     given = {id(t) for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
-    return pytree.tree_map_only(torch.Tensor, lambda t: t if id(t) in given or isinstance(t, DeviceTensor)
-                                else on_device(t), value)
+    kept = (DeviceTensor, HostedTensor)
+    return pytree.tree_map_only(torch.Tensor, lambda t: t if id(t) in given or isinstance(t, kept) else on_device(t),
+                                value)
 
 
 def _to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
@@ -205,27 +205,29 @@ def _check_placement(args: Any, kwargs: dict[str, Any]) -> None:
     tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
     if any(type(t) is not DeviceTensor and t.dim() > 0 and t.device.type == "cpu" for t in tensors) and any(
             isinstance(t, DeviceTensor) for t in tensors):
-        raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, "
-                           "mps:0 and cpu!")
+        raise placement_error(DEVICE)
 
 
 def _allocate(keyset: Any, op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
     """The simulated device's memory: an op that makes tensors on ``mps`` makes them on the host and
-    marks them; float64 (which MPS refuses) is counted as a fallback."""
+    marks them (float64 and complex128 are refused there, as MPS refuses them)."""
     kwargs = {k: CPU if isinstance(v, torch.device) and v.type == "mps" else v for k, v in kwargs.items()}
     args = tuple(CPU if isinstance(a, torch.device) and a.type == "mps" else a for a in args)
-    if kwargs.get("dtype") in WIDE:
-        record_fallback(op._name, "cpu")
     return pytree.tree_map_only(torch.Tensor, on_device, op(*args, **kwargs))
 
 
 def _compatible(original: Callable[[torch.Tensor, torch.Tensor], bool]) -> Callable[..., bool]:
-    """``Module.to`` replaces a parameter moved between host and device instead of swapping its data."""
+    """``Module.to`` replaces a parameter moved between host and device (or hosted) instead of swapping its data,
+    as on a Mac, where their tensors differ in C++."""
     @functools.wraps(original)
     def compatible(a: torch.Tensor, b: torch.Tensor) -> bool:
-        return isinstance(a, DeviceTensor) == isinstance(b, DeviceTensor) and original(a, b)
+        return _kind(a) == _kind(b) and original(a, b)
 
     return compatible
+
+
+def _kind(t: torch.Tensor) -> type | None:
+    return DeviceTensor if isinstance(t, DeviceTensor) else HostedTensor if isinstance(t, HostedTensor) else None
 
 
 def _restore_on_host(obj: Any, location: str) -> Any:

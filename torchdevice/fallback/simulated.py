@@ -26,7 +26,8 @@ import torch
 from torch._C import DispatchKey, DispatchKeySet
 from torch.utils import _pytree as pytree
 
-from torchdevice.fallback.target import Target
+from torchdevice.fallback.target import NO_DTYPES, Target
+from torchdevice.runtime.hosted import WIDE
 
 MISSING = (
     "The operator '{op}' is not currently implemented for the MPS device. If you want this op to be considered "
@@ -41,8 +42,6 @@ NO_FLOAT64 = (
     "Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
     "Please use float32 instead."
 )
-WIDE = frozenset({torch.float64, torch.complex128})
-"""The dtypes MPS has no tensors of."""
 EVERY_OP = "*"
 """``no_float64=EVERY_OP``: every op refuses float64, as on MPS."""
 
@@ -112,7 +111,9 @@ class SimulatedMPS:
                    try_first=TRY_ON_MPS, name=name)
 
     def target(self) -> SimulatedTarget:
-        return SimulatedTarget(self.name, torch.device("cpu"), "PrivateUse1", "MPS", *self.table)
+        """The target the engine completes (refusing float64 everywhere, it holds none)."""
+        return SimulatedTarget(self.name, torch.device("cpu"), "PrivateUse1", "MPS", *self.table,
+                               WIDE if self.no_float64 == EVERY_OP else NO_DTYPES)
 
     def register(self) -> torch.library.Library:
         """Register the simulated kernels; they stay registered while the returned library is alive."""

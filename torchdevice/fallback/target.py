@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from torchdevice.runtime.hosted import WIDE, hold
+
 NO_DTYPES: frozenset[torch.dtype] = frozenset()
 
 
@@ -31,7 +33,7 @@ class Target:
     try_first: frozenset[str] = frozenset()
     """Aten overloads tried here first, routed elsewhere on a device-compatibility error."""
     cannot_hold: frozenset[torch.dtype] = field(default=NO_DTYPES)
-    """Dtypes no tensor of this device can have: such results stay on the CPU."""
+    """Dtypes no tensor of this device can have: such results are hosted (:mod:`torchdevice.runtime.hosted`)."""
 
     @property
     def native_is_cpu(self) -> bool:
@@ -44,10 +46,12 @@ class Target:
         return contextlib.nullcontext()
 
     def place(self, x: Any) -> Any:
-        """``x`` on this device if it is a tensor whose dtype can live here, else ``x`` itself."""
-        if not isinstance(x, torch.Tensor) or x.device == self.device or x.dtype in self.cannot_hold:
+        """Tensor ``x`` on this device: moved there, or hosted if its dtype cannot live here."""
+        if not isinstance(x, torch.Tensor):
             return x
-        return x.to(self.device)
+        if x.dtype in self.cannot_hold:
+            return hold(x)
+        return x if x.device == self.device else x.to(self.device)
 
 
 def for_device(device: torch.device) -> Target | None:
@@ -56,7 +60,7 @@ def for_device(device: torch.device) -> Target | None:
         from torchdevice_generated import fallback_table
 
         return Target("mps", device, "MPS", "MPS", fallback_table.MISSING_ON_MPS, fallback_table.TRY_ON_MPS,
-                      frozenset({torch.float64, torch.complex128}))
+                      WIDE)
     if device.type == "cpu":
         return Target("cpu", device, "CPU", "CPU")
     return None

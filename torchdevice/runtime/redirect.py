@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from torchdevice.runtime.devices import DeviceMap, StrictDeviceMap, TypeMap
+from torchdevice.runtime.hosted import Hosting
 from torchdevice.runtime.report import log, redirects
 from torchdevice.runtime.residence import Ledger, device_index, mark_of
 
@@ -42,6 +43,8 @@ class Redirect:
         self._slots: dict[str, int] = {}
         self._logged: set[int] = set()
         self._lock = threading.Lock()
+        self.hosting: Hosting | None = None
+        """How dtypes the target has no tensors of are kept (set by :mod:`.tensors` on MPS)."""
 
     def slot(self, op: str) -> int:
         """The counter index of ``op`` (one per op, shared by every wrapper that reports as ``op``)."""
@@ -127,6 +130,14 @@ class Redirect:
             if mark_of(result) != index:
                 result = self.ledger.mark(result.clone(), index)
         return result
+
+    def remade(self, error: BaseException, call: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+               device: Any) -> Any:
+        """A call to the target that raised ``error``: made again with its result hosted where the target
+        refused the dtype (float64 on MPS, see :meth:`.hosted.Hosting.remade`), else ``error`` raised."""
+        if self.hosting is None:
+            raise error
+        return self.hosting.remade(error, call, args, kwargs, device)
 
     def generator(self, value: Any) -> torch.Generator | None:
         """The emulated CUDA generator of the device ``value`` names; None where the target's own default

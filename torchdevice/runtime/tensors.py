@@ -29,6 +29,7 @@ from typing import Any
 import torch
 import torch.utils._device
 
+from torchdevice.runtime.hosted import Hosting
 from torchdevice.runtime.patching import Patcher
 from torchdevice.runtime.redirect import Redirect
 from torchdevice.runtime.residence import MARK, PINNED, device_index, mark_of
@@ -39,7 +40,13 @@ ASKED = "_torchdevice_asked"
 
 
 def patch(patcher: Patcher, r: Redirect) -> None:
+    if r.target.type == "mps":
+        patcher.set(r, "hosting", Hosting(r.target))
+        patcher.defer(Hosting.stop)
     mover = Mover(r)
+    if r.hosting is not None:
+        for name, dtype in (("double", torch.float64), ("cdouble", torch.complex128)):
+            patcher.set(torch.Tensor, name, mover.converter(getattr(torch.Tensor, name), dtype))
     patcher.set(torch.Tensor, "to", mover.to())
     patcher.set(torch.Tensor, "cuda", mover.cuda())
     patcher.set(torch.Tensor, "cpu", mover.cpu())
@@ -67,8 +74,14 @@ class Mover:
 
     def onto(self, t: torch.Tensor, index: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor:
         """``t.to(target, *args, **kwargs)`` as a move to emulated device ``index``: ``t`` itself (or its
-        conversion) when it is there already, else a copy, marked."""
-        out = self.original_to(t, self.target, *args, **kwargs)
+        conversion) when it is there already, else a copy, marked; hosted in a dtype the target refuses."""
+        try:
+            out = self.original_to(t, self.target, *args, **kwargs)
+        except TypeError as error:
+            if self.r.hosting is None:
+                raise
+            dtype = next((a for a in args if isinstance(a, torch.dtype)), kwargs.get("dtype"))
+            return self.mark(self.r.hosting.moved(error, t, dtype), index)
         if mark_of(t) == index:
             return out if out is t else self.mark(out, index)
         if out is t:
@@ -87,7 +100,10 @@ class Mover:
                 value, rest = kwargs["device"], ()
                 options = {k: v for k, v in kwargs.items() if k != "device"}
             else:
-                return original(self, **kwargs)
+                try:
+                    return original(self, **kwargs)
+                except TypeError as error:
+                    return converted(error, self, args, kwargs)
             if isinstance(value, torch.Tensor):
                 index = device_index(value)
                 if index is None or device_index(self) == index:
@@ -104,9 +120,43 @@ class Mover:
                 return onto(self, r.index(value), rest, options)
             if type(value) is str and value.startswith("cpu") and _copied_to_host(self):
                 return original(self, value, *rest, **{**options, "copy": True})
-            return original(self, *args, **kwargs)
+            try:
+                return original(self, *args, **kwargs)
+            except TypeError as error:  # a dtype the target refuses, for a tensor already there
+                return converted(error, self, args, kwargs)
 
+        converted = self.converted
         return to
+
+    def converted(self, error: TypeError, t: torch.Tensor, args: tuple[Any, ...],
+                  kwargs: dict[str, Any]) -> torch.Tensor:
+        """``t.to(*args, **kwargs)``, which raised ``error``: hosted where it converts a tensor of the target
+        to a dtype the target refuses."""
+        if self.r.hosting is None or t.device.type != self.target.type:
+            raise error
+        try:
+            if args and isinstance(args[0], torch.Tensor):
+                device, dtype = args[0].device, args[0].dtype
+            else:
+                device, dtype = torch._C._nn._parse_to(*args, **{k: v for k, v in kwargs.items() if k != "copy"})[:2]
+        except TypeError:
+            raise error from None
+        if device is not None and device.type != self.target.type:
+            raise error
+        return self.r.hosting.moved(error, t, dtype)
+
+    def converter(self, original: Any, dtype: torch.dtype) -> Any:
+        """``Tensor.double()`` (``cdouble()``) of a device tensor, hosted on a target without the dtype."""
+        converted = self.converted
+
+        @functools.wraps(original)
+        def convert(self: torch.Tensor, memory_format: torch.memory_format = torch.preserve_format) -> torch.Tensor:
+            try:
+                return original(self, memory_format=memory_format)
+            except TypeError as error:
+                return converted(error, self, (dtype,), {})
+
+        return convert
 
     def cuda(self) -> Any:
         r, onto = self.r, self.onto

@@ -1,0 +1,205 @@
+"""float64 and complex128 on "cuda" where the device has none (MPS): hosted tensors, the Mac's own code path.
+
+The simulated Mac refuses float64 where MPS does (allocation, conversion), so what makes these programs
+work here is what makes them work on a Mac: the runtime's hosted tensors. Each scenario runs under the
+CPU target too, whose results (the CPU's float64 kernels, as a GPU's float64 results) are the reference.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+
+import numpy as np
+import pytest
+import torch
+from fallback_support import Fallbacks
+
+import torchdevice
+from torchdevice.fallback.simulated import NO_FLOAT64
+from torchdevice.runtime.hosted import HostedTensor
+
+
+def on_both(work):
+    """``work()`` under the CPU target and on the simulated Mac."""
+    with torchdevice.installed("cpu"):
+        native = work()
+    with torchdevice.installed("mps-sim"):
+        mac = work()
+    return native, mac
+
+
+@pytest.fixture
+def mac():
+    with torchdevice.installed("mps-sim") as device:
+        yield device
+
+
+def test_the_device_itself_refuses_float64_as_mps_does(mac):
+    """Asked for "mps" by name, the program gets what a Mac gives: MPS's error."""
+    with pytest.raises(TypeError, match=NO_FLOAT64.split(" as ")[0]):
+        torch.ones(2, dtype=torch.float64, device="mps")
+    with pytest.raises(TypeError, match=NO_FLOAT64.split(" as ")[0]):
+        torch.ones(2, device="cuda").sum(dtype=torch.float64)  # an op asked for float64 (a limit on a Mac too)
+
+
+def test_float64_on_cuda_is_hosted_and_says_it_is_on_the_device(mac):
+    data = np.arange(6.0).reshape(2, 3)
+    made = {
+        "moved": torch.from_numpy(data).to("cuda"),
+        "cuda()": torch.from_numpy(data).cuda(),
+        "factory": torch.zeros(2, 3, dtype=torch.float64, device="cuda"),
+        "tensor": torch.tensor(data, device="cuda"),
+        "double": torch.ones(2, 3, device="cuda").double(),
+        "to dtype": torch.ones(2, 3, device="cuda").to(torch.float64),
+        "new_zeros": torch.ones(2, device="cuda").new_zeros(2, 3, dtype=torch.float64),
+        "complex": torch.ones(2, 3, device="cuda").to(torch.complex128),
+        "to(device, dtype, copy=)": torch.ones(2, 3, device="cuda").to(torch.device("cuda"), torch.float64, copy=True),
+    }
+    for how, x in made.items():
+        assert type(x) is HostedTensor, how
+        assert (x.device, x.is_mps, x.is_cuda, x.is_cpu, x.get_device()) == (torch.device("mps", 0), True, True,
+                                                                               False, 0), how
+    assert made["moved"].to("cuda") is made["moved"] and made["moved"].cuda() is made["moved"]
+
+
+def test_numpy_data_is_copied_not_shared(mac):
+    data = np.zeros(3)
+    for x in (torch.as_tensor(data, device="cuda"), torch.from_numpy(data).to("cuda")):
+        x.add_(1)
+        assert data.tolist() == [0.0, 0.0, 0.0]
+        assert x.tolist() == [1.0, 1.0, 1.0]
+
+
+def test_results_leave_float64_for_the_device_and_mixing_promotes():
+    def work():
+        x64 = torch.linspace(-1, 1, 6, dtype=torch.float64, device="cuda").reshape(2, 3)
+        x32 = torch.ones(2, 3, device="cuda") * 0.5
+        mixed = x32 * x64 + 1
+        back = x64.float()
+        flags = x64 > 0
+        return {"mixed": (mixed.dtype, mixed.device.type, mixed.cpu()), "back": (back.dtype, back.device.type),
+                "flags": (flags.dtype, flags.device.type, flags.cpu()), "sum": (x64.sum() + x32.sum()).item(),
+                "argmax": x64.argmax().item(), "scalar": (x64 * torch.tensor(3.0)).cpu()}
+
+    native, mac = on_both(work)
+    assert mac["mixed"][:2] == (torch.float64, "mps") and native["mixed"][:2] == (torch.float64, "cpu")
+    assert mac["back"] == (torch.float32, "mps")
+    assert mac["flags"][:2] == (torch.bool, "mps")
+    for key in ("mixed", "flags"):
+        torch.testing.assert_close(mac[key][2], native[key][2], rtol=0, atol=0)
+    torch.testing.assert_close(mac["scalar"], native["scalar"], rtol=0, atol=0)
+    assert (mac["sum"], mac["argmax"]) == (native["sum"], native["argmax"])
+
+
+def test_mixing_with_a_host_tensor_raises_as_any_device_tensor(mac):
+    x64 = torch.ones(3, dtype=torch.float64, device="cuda")
+    with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device.*mps:0 and cpu"):
+        x64 + torch.ones(3, dtype=torch.float64)
+    assert (x64[torch.tensor([0, 2])] + 1).tolist() == [2.0, 2.0]  # host indices, as on a GPU
+    with pytest.raises(TypeError, match="can't convert mps:0 device type tensor to numpy"):
+        x64.numpy()
+    host = x64.cpu()
+    assert type(host) is torch.Tensor and host.device.type == "cpu" and host.numpy().dtype == np.float64
+
+
+def test_in_place_writes_views_and_out_reach_the_callers_tensors(mac):
+    x64 = torch.zeros(2, 3, dtype=torch.float64, device="cuda")
+    row = x64[1]
+    row.fill_(2.0)
+    x64[0, 0] = 5.0
+    assert x64.tolist() == [[5.0, 0.0, 0.0], [2.0, 2.0, 2.0]]
+    x32 = torch.ones(2, 3, device="cuda")
+    same = x32.add_(x64)  # float32 device tensor written with a float64 operand: stays float32 on the device
+    assert same is x32 and x32.dtype == torch.float32 and x32.is_mps
+    assert x32.tolist() == [[6.0, 1.0, 1.0], [3.0, 3.0, 3.0]]
+    out = torch.empty(2, 3, dtype=torch.float64, device="cuda")
+    got = torch.mul(x64, 2, out=out)
+    assert got is out and out.tolist() == [[10.0, 0.0, 0.0], [4.0, 4.0, 4.0]]
+    assert x64.add_(1) is x64 and x64[0, 0].item() == 6.0
+
+
+def test_gradients_flow_through_float64_to_float32_parameters_and_float64_leaves():
+    def work():
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 1).cuda()
+        w = torch.zeros(3, 1, dtype=torch.float64, device="cuda", requires_grad=True)
+        x = torch.from_numpy(np.linspace(0, 1, 12).reshape(4, 3)).to("cuda")
+        target = torch.ones(4, 1, dtype=torch.float64, device="cuda")
+        loss = ((model(x.float()).double() + x @ w - target) ** 2).mean()
+        loss.backward()
+        return {"loss": loss.item(), "weight": model.weight.grad.cpu(), "w": w.grad.cpu(),
+                "types": (model.weight.grad.dtype, w.grad.dtype, w.grad.device.type)}
+
+    native, mac = on_both(work)
+    assert mac["types"] == (torch.float32, torch.float64, "mps")
+    assert mac["loss"] == pytest.approx(native["loss"], rel=1e-12)
+    torch.testing.assert_close(mac["weight"], native["weight"], rtol=1e-6, atol=1e-7)
+    torch.testing.assert_close(mac["w"], native["w"], rtol=1e-12, atol=1e-12)
+
+
+def test_a_float64_model_trains_on_the_device_as_on_the_cpu():
+    def work():
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1)).double().cuda()
+        optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
+        x = torch.from_numpy(np.linspace(-1, 1, 30).reshape(10, 3)).to("cuda")
+        y = x.sum(1, keepdim=True).sin()
+        losses = []
+        for _ in range(5):
+            optimizer.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        kept = copy.deepcopy(model)
+        buffer = io.BytesIO()
+        torch.save(model.state_dict(), buffer)
+        buffer.seek(0)
+        loaded = torch.load(buffer)
+        return {"losses": losses, "params": [p.detach().cpu() for p in model.parameters()],
+                "kinds": {type(p).__name__ for p in model.parameters()}, "is_param": all(
+                    isinstance(p, torch.nn.Parameter) for p in kept.parameters()),
+                "copied": [p.detach().cpu() for p in kept.parameters()],
+                "loaded": [v.cpu() for v in loaded.values()]}
+
+    native, mac = on_both(work)
+    assert mac["kinds"] == {"HostedTensor"} and mac["is_param"]
+    torch.testing.assert_close(mac["losses"], native["losses"], rtol=1e-12, atol=0)
+    torch.testing.assert_close(mac["params"], native["params"], rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(mac["copied"], mac["params"], rtol=0, atol=0)
+    torch.testing.assert_close(mac["loaded"], mac["params"], rtol=0, atol=0)
+
+
+def test_printing_item_tolist_and_formatting_match_the_cpus():
+    def work():
+        x = torch.tensor([1.0 / 3, 2.5], dtype=torch.float64, device="cuda")
+        z = torch.ones(2, device="cuda").to(torch.complex128) * (1 + 2j)
+        return {"repr": repr(x), "item": x[0].item(), "list": x.tolist(), "format": f"{x[1]:.3f}",
+                "complex": z.tolist(), "grad_repr": repr(x.clone().requires_grad_() * 2)}
+
+    native, mac = on_both(work)
+    assert mac["repr"] == "tensor([0.3333, 2.5000], device='mps:0', dtype=torch.float64)"
+    assert native["repr"] == "tensor([0.3333, 2.5000], dtype=torch.float64)"
+    assert mac["grad_repr"].endswith("device='mps:0', dtype=torch.float64, grad_fn=<MulBackward0>)")
+    assert {k: mac[k] for k in ("item", "list", "format", "complex")} == {
+        k: native[k] for k in ("item", "list", "format", "complex")}
+
+
+def test_hosted_memory_counts_and_ops_are_reported_as_fallbacks(mac):
+    fallbacks = Fallbacks()
+    before = torch.cuda.memory_allocated()
+    x = torch.ones(1000, dtype=torch.float64, device="cuda")
+    assert torch.cuda.memory_allocated() - before == 8000
+    torch.linalg.norm(x)
+    assert fallbacks["aten::linalg_vector_norm", "cpu"] == 1
+    del x
+    assert torch.cuda.memory_allocated() == before
+
+
+def test_user_errors_stay_torchs_errors(mac):
+    a = torch.ones(2, 3, dtype=torch.float64, device="cuda")
+    with pytest.raises(RuntimeError, match=r"shapes cannot be multiplied \(2x3 and 2x3\)"):
+        a @ a
+    with pytest.raises(TypeError, match="new_zeros"):
+        torch.ones(2, device="cuda").new_zeros(2, dtype=torch.float64, bogus=1)

@@ -1,0 +1,276 @@
+"""Device tensors of the dtypes the device has none of (float64 and complex128 on MPS), kept by the host.
+
+MPS refuses float64: ``torch.from_numpy(a).to("mps")``, ``torch.ones(4, dtype=torch.float64, device="mps")``
+and ``x.double()`` raise. A CUDA program that puts float64 on "cuda" gets a :class:`HostedTensor`
+instead: a tensor that says it is on the device (``x.device`` is ``mps:0``, ``x.is_mps``) and whose
+data is a host tensor. Every op with a hosted tensor among its arguments runs on the host and is
+reported as a fallback: device tensors among its arguments are copied to the host, the results of
+dtypes the device cannot hold are hosted, the others go to the device (``x64.float()`` is a device
+tensor again), device tensors it writes are written back. A host tensor of one element or more mixed
+with a hosted one raises MPS's error, as with any device tensor. The program sees CUDA's dtypes,
+values, type promotion and gradients.
+
+Where they come from: a call the device refused with that ``TypeError`` is made again on the host,
+caught where the runtime already stands (the factory wrappers, moves, ``.double()``; :class:`Hosting`),
+and the fallback engine hosts the float64 results it computes. A program that never asks for float64
+pays nothing.
+
+One code path for the Mac and the simulated Mac (:mod:`torchdevice.fallback.mps_sim`, whose device
+also refuses float64): device tensors are reached only through ``aten._to_copy``. What differs is the
+hosted tensor's own device in C++ (which autograd checks gradients against): the device's, ``mps``, on a
+Mac; the host's on the simulated Mac, where device tensors are host tensors in C++ too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+from torchdevice.runtime.report import record_fallback
+
+WIDE = frozenset({torch.float64, torch.complex128})
+"""The dtypes MPS has no tensors of."""
+CPU = torch.device("cpu")
+_aten = torch.ops.aten
+_HOST_ARGUMENTS = frozenset({
+    "copy_", "_to_copy", "_copy_from", "_copy_from_and_resize", "index", "index_put", "index_put_",
+    "_index_put_impl_", "set_", "lift_fresh", "_pack_padded_sequence", "_pad_packed_sequence", "lstm", "gru",
+    "rnn_tanh", "rnn_relu", "ctc_loss", "_ctc_loss",
+})
+"""Aten ops that take host tensors with device tensors, as on a GPU (copies, indices, lengths)."""
+
+_shown: torch.device | None = None
+"""The device hosted tensors say they are on (``mps:0``); None while no installation hosts."""
+_physical = CPU
+"""Their device in C++: the device tensors' own there (see the module docstring)."""
+
+
+def placement_error(device: torch.device) -> RuntimeError:
+    """MPS's error for a call that mixes device tensors with a host tensor that is not a scalar."""
+    return RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, {device} "
+                        "and cpu!")
+
+
+def device_repr(host: torch.Tensor, device: torch.device, grad_fn: Any, requires_grad: bool,
+                tensor_contents: Any = None) -> str:
+    """``repr`` of a device tensor whose values are ``host``:
+    ``tensor([...], device='mps:0'[, dtype=...][, grad_fn=...])``."""
+    text = torch._tensor_str._str(host.detach(), tensor_contents=tensor_contents)
+    end = re.search(r", (?:size|dtype)=[^\n]*\)$", text)
+    at = end.start() if end else len(text) - 1
+    text = f"{text[:at]}, device='{device}'{text[at:]}"
+    if grad_fn is not None:
+        return f"{text[:-1]}, grad_fn=<{type(grad_fn).__name__}>)"
+    return f"{text[:-1]}, requires_grad=True)" if requires_grad else text
+
+
+class HostedTensor(torch.Tensor):
+    """A device tensor whose data (``host``) the host keeps."""
+
+    host: torch.Tensor
+
+    @staticmethod
+    def __new__(cls, host: torch.Tensor, requires_grad: bool = False) -> HostedTensor:
+        made = torch.Tensor._make_wrapper_subclass(cls, host.size(), host.stride(), host.storage_offset(),
+                                                   dtype=host.dtype, device=_physical, requires_grad=requires_grad)
+        made.host = host
+        return made
+
+    device = property(lambda self: _shown or CPU, doc="The device, ``mps:0``.")  # type: ignore[assignment]
+    is_mps = property(lambda self: True)  # type: ignore[assignment]
+    is_cpu = property(lambda self: False)  # type: ignore[assignment]
+
+    def get_device(self) -> int:
+        return 0
+
+    def untyped_storage(self) -> torch.UntypedStorage:
+        """The host data's storage (where the runtime's residence marks go)."""
+        return self.host.untyped_storage()
+
+    def tolist(self) -> Any:
+        return self.host.tolist()
+
+    def numpy(self, *, force: bool = False) -> Any:
+        if force:
+            return self.host.numpy(force=True)
+        raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to copy the "
+                        "tensor to host memory first.")
+
+    def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
+        return device_repr(self.host, self.device, self.grad_fn, self.requires_grad, tensor_contents)
+
+    def __format__(self, spec: str) -> str:
+        return self.item().__format__(spec) if self.dim() == 0 else object.__format__(self, spec)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """Saved as a host tensor (``torch.save``, pickling to other processes)."""
+        return self.host.detach().__reduce_ex__(protocol)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> HostedTensor:
+        copy = HostedTensor(self.host.detach().clone(), self.requires_grad)
+        copy.__dict__.update({k: v for k, v in self.__dict__.items() if k != "host"})
+        memo[id(self)] = copy
+        return copy
+
+    @classmethod
+    def __torch_function__(cls, func: Callable[..., Any], types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        if getattr(func, "__name__", None) == "to" and args and isinstance(args[0], HostedTensor):
+            rest, options = list(args[1:]), dict(kwargs)
+            copy = options.pop("copy", False)
+            if sum(isinstance(a, bool) for a in rest) == 2:  # (..., non_blocking, copy)
+                copy = rest.pop()
+            other = rest[0] if rest and isinstance(rest[0], torch.Tensor) else None
+            device, dtype = (other.device, other.dtype) if other is not None else torch._C._nn._parse_to(
+                *rest, **options)[:2]
+            if device in (None, _shown) and dtype in (None, args[0].dtype) and not copy:
+                return args[0]  # already there: as on a Mac, where its device in C++ is the device
+        with torch._C.DisableTorchFunctionSubclass():
+            return func(*args, **kwargs)
+
+    @classmethod
+    def __torch_dispatch__(cls, func: torch._ops.OpOverload, types: Any, args: Any = (),  # type: ignore[override]
+                           kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        shown = _shown or CPU
+        to_host = func is _aten._to_copy.default and kwargs.get("device") == CPU
+        takes_host = func._opname in _HOST_ARGUMENTS
+        moved: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+        def on_host(x: Any) -> Any:
+            if isinstance(x, HostedTensor):
+                return x.host
+            if isinstance(x, torch.device):
+                return CPU if x == shown else x
+            if not isinstance(x, torch.Tensor):
+                return x
+            if x.device == shown:
+                copy = _aten._to_copy.default(x, device=CPU)
+                moved.append((x, copy))
+                return copy
+            if x.dim() > 0 and not takes_host:
+                raise placement_error(shown)
+            return x
+
+        host_args = pytree.tree_map(on_host, args)
+        host_kwargs = pytree.tree_map(on_host, kwargs)
+        value = func(*host_args, **host_kwargs)
+        if func.namespace == "aten" and not func.is_view and func._opname not in _BOOKKEEPING:
+            record_fallback(func._name, "cpu", why=f"{_dtypes(args)} not supported on {shown.type.upper()}")
+        if moved:
+            _write_back(func, args, kwargs, moved)
+        returned = {id(copy): original for original, copy in moved}
+        returned.update((id(x.host), x) for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, HostedTensor))
+
+        def placed(x: Any) -> Any:
+            if not isinstance(x, torch.Tensor):
+                return x
+            if id(x) in returned:  # an argument returned (in place, out=): the caller's own tensor
+                return returned[id(x)]
+            if to_host:
+                return x
+            if x.dtype in WIDE:
+                return HostedTensor(x)
+            return _aten._to_copy.default(x, device=shown)
+
+        return pytree.tree_map(placed, value)
+
+
+_BOOKKEEPING = frozenset({"_to_copy", "copy_", "lift_fresh", "_local_scalar_dense", "clone"})
+"""Ops that move or keep data rather than compute: not counted as fallbacks (nor are views)."""
+
+
+def _dtypes(args: Any) -> str:
+    return "/".join(sorted({str(x.dtype).removeprefix("torch.") for x in pytree.tree_leaves(args)
+                            if isinstance(x, HostedTensor)})) or "float64"
+
+
+def _write_back(func: torch._ops.OpOverload, args: Any, kwargs: dict[str, Any],
+                moved: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+    """Copy back each device tensor the op wrote (in place, ``out=``) from the host copy it ran on."""
+    written: set[int] = set()
+    for i, a in enumerate(func._schema.arguments):
+        if a.alias_info is not None and a.alias_info.is_write:
+            value = kwargs.get(a.name) if a.kwarg_only or i >= len(args) else args[i]
+            written.update(id(t) for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor))
+    for original, copy in moved:
+        if id(original) in written:
+            original.copy_(copy)
+
+
+def hold(x: Any) -> Any:
+    """Host tensor ``x`` as a device tensor of the installation that hosts (as it is otherwise)."""
+    if _shown is None or not isinstance(x, torch.Tensor) or isinstance(x, HostedTensor):
+        return x
+    if x.requires_grad and x.grad_fn is None:
+        return HostedTensor(x.detach(), requires_grad=True)
+    return HostedTensor(x.detach()) if not x.requires_grad else _Hold.apply(x, x.dtype, True)
+
+
+class _Hold(torch.autograd.Function):
+    """``x`` converted to ``dtype`` as a hosted tensor, in the autograd graph: its gradient goes back to where
+    ``x`` is, in ``x``'s dtype."""
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, dtype: torch.dtype, copy: bool) -> HostedTensor:
+        ctx.back = {"dtype": x.dtype, "device": x.device if x.device == _shown else CPU}
+        host = x.host if isinstance(x, HostedTensor) else _aten._to_copy.default(x.detach(), device=CPU)
+        return HostedTensor(_aten._to_copy.default(host, dtype=dtype))
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        return _aten._to_copy.default(grad, **ctx.back), None, None
+
+
+class Hosting:
+    """The installation's hosting of float64 on ``device`` (MPS, real or simulated)."""
+
+    def __init__(self, device: torch.device) -> None:
+        global _shown, _physical
+        self.device = torch.device(device.type, 0)
+        self.backend = device.type.upper()
+        _shown = self.device
+        _physical = self.device if torch.backends.mps.is_available() else CPU
+
+    @staticmethod
+    def stop() -> None:
+        global _shown
+        _shown = None
+
+    def refused(self, error: BaseException) -> bool:
+        """Whether ``error`` is the device refusing a dtype."""
+        from torchdevice.fallback.errors import classify  # the fallback package imports this module
+
+        return classify(error, self.backend) == "dtype"
+
+    def remade(self, error: BaseException, call: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+               device: Any) -> Any:
+        """``call(*args, **kwargs)``, which the device refused with ``error``, made on the host with ``device``
+        (the device value it was given; ``None``: it was given none) replaced by the host; its result hosted.
+        ``error`` is raised again unless it is that refusal and the result has a dtype the device lacks."""
+        if not self.refused(error):
+            raise error
+        if device is None:
+            kwargs = {**kwargs, "device": CPU}
+        else:
+            args = tuple(CPU if a is device else a for a in args)
+            kwargs = {k: CPU if v is device else v for k, v in kwargs.items()}
+        value = call(*args, **kwargs)
+        if not isinstance(value, torch.Tensor) or value.dtype not in WIDE:
+            raise error
+        return hold(value)
+
+    def moved(self, error: BaseException, t: torch.Tensor, dtype: torch.dtype | None) -> HostedTensor:
+        """``t`` moved to the device as ``dtype``, which the device refused with ``error``: hosted (a copy, in
+        the autograd graph)."""
+        dtype = dtype or t.dtype
+        if not self.refused(error) or dtype not in WIDE:
+            raise error
+        if t.requires_grad:
+            return _Hold.apply(t, dtype, True)
+        with torch.no_grad():
+            return _Hold.apply(t, dtype, True)
