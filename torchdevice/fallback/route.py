@@ -16,8 +16,7 @@ autograd. The result must be what the target's own kernel would have returned:
 - the result keeps its structure (tensor, tuple, list); the Python binding above the dispatcher
   then builds ``torch.return_types`` and ``PackedSequence`` exactly as for a native kernel.
 
-Aten arguments and results nest only lists and tuples of tensors and scalars, so :func:`tree_map`
-walks them itself: ``torch.utils._pytree`` handles any structure, at ten times the cost per call.
+Aten arguments and results are walked with :mod:`torchdevice.runtime.aten_tree`.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from torchdevice.fallback import validate
+from torchdevice.runtime.aten_tree import tensors, tree_map
 
 if TYPE_CHECKING:
     from torchdevice.fallback.target import Target
@@ -150,7 +150,7 @@ def on_cpu(routed: RoutedOp, args: tuple[Any, ...], kwargs: dict[str, Any], targ
             original, moved = kwargs[where], moved_kwargs[where]
         else:
             continue
-        for o, m in zip(_tensors(original), _tensors(moved), strict=True):
+        for o, m in zip(tensors(original), tensors(moved), strict=True):
             _write_back(o, m)
     return routed.result(value, args, kwargs, target)
 
@@ -166,23 +166,6 @@ def on_mlx(shim: Callable[..., Any], routed: RoutedOp, args: tuple[Any, ...], kw
         value = validate.conform(routed.op._name, shim(**routed.inputs(args, kwargs)), expected)
         routed.write_aliased(value, args, kwargs)
     return routed.result(value, args, kwargs, target)
-
-
-def tree_map(fn: Callable[..., Any], value: Any, *extra: Any) -> Any:
-    """``value`` with each leaf ``x`` (anything but a list or tuple) replaced by ``fn(x, *extra)``, in
-    containers of the same types (lists, tuples, ``torch.Size``, ``torch.return_types``)."""
-    if isinstance(value, (list, tuple)):
-        items = [tree_map(fn, v, *extra) for v in value]
-        return items if type(value) is list else type(value)(items)
-    return fn(value, *extra)
-
-
-def _tensors(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v)]
-    return []
 
 
 def _to_cpu(x: Any, device_type: str) -> Any:

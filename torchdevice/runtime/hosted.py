@@ -28,8 +28,8 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch.utils import _pytree as pytree
 
+from torchdevice.runtime.aten_tree import tensors, tree_map
 from torchdevice.runtime.report import record_fallback
 
 WIDE = frozenset({torch.float64, torch.complex128})
@@ -156,15 +156,15 @@ class HostedTensor(torch.Tensor):
                 raise placement_error(shown)
             return x
 
-        host_args = pytree.tree_map(on_host, args)
-        host_kwargs = pytree.tree_map(on_host, kwargs)
+        host_args = tree_map(on_host, args)
+        host_kwargs = {k: tree_map(on_host, v) for k, v in kwargs.items()}
         value = func(*host_args, **host_kwargs)
         if func.namespace == "aten" and not func.is_view and func._opname not in _BOOKKEEPING:
             record_fallback(func._name, "cpu", why=f"{_dtypes(args)} not supported on {shown.type.upper()}")
         if moved:
             _write_back(func, args, kwargs, moved)
         returned = {id(copy): original for original, copy in moved}
-        returned.update((id(x.host), x) for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, HostedTensor))
+        returned.update((id(x.host), x) for x in tensors((args, kwargs)) if isinstance(x, HostedTensor))
 
         def placed(x: Any) -> Any:
             if not isinstance(x, torch.Tensor):
@@ -177,7 +177,7 @@ class HostedTensor(torch.Tensor):
                 return HostedTensor(x)
             return _aten._to_copy.default(x, device=shown)
 
-        return pytree.tree_map(placed, value)
+        return tree_map(placed, value)
 
 
 _BOOKKEEPING = frozenset({"_to_copy", "copy_", "lift_fresh", "_local_scalar_dense", "clone"})
@@ -185,7 +185,7 @@ _BOOKKEEPING = frozenset({"_to_copy", "copy_", "lift_fresh", "_local_scalar_dens
 
 
 def _dtypes(args: Any) -> str:
-    return "/".join(sorted({str(x.dtype).removeprefix("torch.") for x in pytree.tree_leaves(args)
+    return "/".join(sorted({str(x.dtype).removeprefix("torch.") for x in tensors(args)
                             if isinstance(x, HostedTensor)})) or "float64"
 
 
@@ -196,7 +196,7 @@ def _write_back(func: torch._ops.OpOverload, args: Any, kwargs: dict[str, Any],
     for i, a in enumerate(func._schema.arguments):
         if a.alias_info is not None and a.alias_info.is_write:
             value = kwargs.get(a.name) if a.kwarg_only or i >= len(args) else args[i]
-            written.update(id(t) for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor))
+            written.update(id(t) for t in tensors(value))
     for original, copy in moved:
         if id(original) in written:
             original.copy_(copy)
