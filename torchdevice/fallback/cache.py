@@ -29,10 +29,12 @@ import warnings
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-import filelock
 import platformdirs
+
+if TYPE_CHECKING:
+    import filelock
 
 from torchdevice import atomic
 from torchdevice.fallback.errors import Reason
@@ -208,5 +210,8 @@ def _write(path: Path, targets: dict[str, Any]) -> None:
 
 def _locked(path: Path) -> filelock.FileLock:
     """An exclusive lock for read-merge-write of ``path``; a symbolic link planted in the lock file's
-    place fails it (``OSError``) instead of creating or locking the file it points to."""
+    place fails it (``OSError``) instead of creating or locking the file it points to. (``filelock`` is
+    imported here, when a verdict is first written: importing it takes longer than installing the runtime.)"""
+    import filelock
+
     return filelock.FileLock(path.with_name(path.name + ".lock"), mode=0o600)
