@@ -203,3 +203,26 @@ def test_user_errors_stay_torchs_errors(mac):
         a @ a
     with pytest.raises(TypeError, match="new_zeros"):
         torch.ones(2, device="cuda").new_zeros(2, dtype=torch.float64, bogus=1)
+
+
+def test_checkpoints_load_onto_the_device_in_every_dtype(tmp_path):
+    """``torch.load(map_location="cuda")`` (and a callable moving storages with ``.cuda()``) gives device
+    tensors, float64 hosted, which mix with the program's device tensors as on a GPU."""
+    path = tmp_path / "checkpoint.pt"
+    torch.save({"mean": torch.arange(3.0), "scale": torch.arange(3, dtype=torch.float64) / 7,
+                "steps": torch.tensor(5)}, path)
+
+    def work():
+        got = {}
+        for how, where in (("string", "cuda"), ("callable", lambda storage, location: storage.cuda())):
+            loaded = torch.load(path, map_location=where)
+            x = torch.ones(3, device="cuda")
+            got[how] = {"kinds": {k: (v.device.type, v.dtype) for k, v in loaded.items()},
+                        "mixed": ((x - loaded["mean"]) * loaded["scale"] + loaded["steps"]).cpu()}
+        return got
+
+    native, mac = on_both(work)
+    for how in ("string", "callable"):
+        assert mac[how]["kinds"] == {"mean": ("mps", torch.float32), "scale": ("mps", torch.float64),
+                                     "steps": ("mps", torch.int64)}
+        torch.testing.assert_close(mac[how]["mixed"], native[how]["mixed"], rtol=0, atol=0)

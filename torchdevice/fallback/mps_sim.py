@@ -31,6 +31,7 @@ from torch.utils import _pytree as pytree
 from torchdevice.fallback.simulated import NO_FLOAT64, SimulatedMPS, including
 from torchdevice.runtime.hosted import WIDE, HostedTensor, device_repr, placement_error
 from torchdevice.runtime.patching import Patcher
+from torchdevice.runtime.residence import MARK
 
 DEVICE = torch.device("mps", 0)
 CPU = torch.device("cpu")
@@ -231,8 +232,20 @@ def _kind(t: torch.Tensor) -> type | None:
 
 
 def _restore_on_host(obj: Any, location: str) -> Any:
-    """``torch.load`` to ``mps``: the storage stays in host memory (its tensors are marked by the program's moves)."""
+    """``torch.load`` to ``mps``: the storage stays in host memory (the runtime marks it as the device's)."""
     return obj if location.startswith("mps") else None
+
+
+def _rebuilt_on_device(rebuild: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    """``torch._utils._rebuild_tensor``: a tensor of a storage restored on the device is a device tensor, as
+    on a Mac (whose allocation refuses float64: so does :func:`on_device`)."""
+    @functools.wraps(rebuild)
+    def rebuilt(storage: Any, *args: Any) -> torch.Tensor:
+        t = rebuild(storage, *args)
+        where = getattr(storage._untyped_storage, MARK, None)
+        return t if where is None or where < 0 else on_device(t)
+
+    return rebuilt
 
 
 def activate(patcher: Patcher) -> SimulatedMPS:
@@ -245,6 +258,7 @@ def activate(patcher: Patcher) -> SimulatedMPS:
     registry = torch.serialization._package_registry
     entry = (0, lambda obj: None, _restore_on_host)
     registry.insert(0, entry)
+    patcher.set(torch._utils, "_rebuild_tensor", _rebuilt_on_device(torch._utils._rebuild_tensor))
     patcher.defer(lambda: registry.remove(entry))
     patcher.defer(memory._destroy)
     patcher.defer(kernels._destroy)

@@ -4,7 +4,9 @@
   ``None``) ends in ``torch.serialization.default_restore_location(storage, location)``; patching
   that one function to translate CUDA locations covers them all (the storages it restores there are
   marked as on their device), and ``torch.load`` itself is not wrapped. Callables that call
-  ``storage.cuda()`` are covered by the storage patch in :mod:`torchdevice.runtime.tensors`.
+  ``storage.cuda()`` are covered by the storage patch in :mod:`torchdevice.runtime.tensors`. Where the
+  target refuses a tensor's dtype (float64 on MPS), the tensor is rebuilt on the host and hosted
+  (:mod:`torchdevice.runtime.hosted`).
 
 ``DataLoader(pin_memory=True)`` needs nothing here: it pins through ``Tensor.pin_memory`` (a copy, marked as
 pinned: :mod:`torchdevice.runtime.tensors`), as it would on a GPU machine.
@@ -16,12 +18,15 @@ import functools
 from typing import Any
 
 import torch
+import torch._weights_only_unpickler
 import torch.serialization
 import torch.utils.data
 
 from torchdevice.runtime.devices import translate_location
+from torchdevice.runtime.hosted import hold
 from torchdevice.runtime.patching import Patcher
 from torchdevice.runtime.redirect import Redirect
+from torchdevice.runtime.residence import MARK
 
 
 def patch(patcher: Patcher, r: Redirect) -> None:
@@ -43,3 +48,32 @@ def patch(patcher: Patcher, r: Redirect) -> None:
         return r.ledger.mark(restored, index) if isinstance(restored, torch.UntypedStorage) else restored
 
     patcher.set(torch.serialization, "default_restore_location", default_restore_location)
+    if r.hosting is not None:
+        patcher.set(torch._utils, "_rebuild_tensor_v2", _hosted_rebuild(torch._utils._rebuild_tensor_v2, r))
+        # the weights-only unpickler (torch.load's default) keeps the rebuild functions it first saw
+        allowed = torch._weights_only_unpickler._get_allowed_globals
+        allowed.cache_clear()
+        patcher.defer(allowed.cache_clear)
+
+
+def _hosted_rebuild(rebuild: Any, r: Redirect) -> Any:
+    """``torch._utils._rebuild_tensor_v2`` (every tensor of a checkpoint): a tensor of a storage restored on
+    the target in a dtype the target refuses is rebuilt from a host copy of the storage, and hosted."""
+    hosting = r.hosting
+    assert hosting is not None
+
+    @functools.wraps(rebuild)
+    def rebuild_tensor(storage: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return rebuild(storage, *args, **kwargs)
+        except TypeError as error:
+            if not hosting.refused(error):
+                raise
+            data = storage._untyped_storage
+            host = data.clone() if data.device.type == "cpu" else data.cpu()  # a marked host storage: unmarked
+            copy = torch.storage.TypedStorage(wrap_storage=host, dtype=storage.dtype, _internal=True)
+            held = hold(rebuild(copy, *args, **kwargs))
+            index = getattr(data, MARK, None)
+            return held if index is None else r.ledger.mark(held, index)
+
+    return rebuild_tensor
