@@ -56,6 +56,14 @@ def test_float64_on_cuda_is_hosted_and_says_it_is_on_the_device(mac):
         "complex": torch.ones(2, 3, device="cuda").to(torch.complex128),
         "to(device, dtype, copy=)": torch.ones(2, 3, device="cuda").to(torch.device("cuda"), torch.float64, copy=True),
     }
+    with torch.device("cuda"):
+        made["device context"] = torch.zeros(2, 3, dtype=torch.float64)
+    made["legacy class"] = torch.cuda.DoubleTensor(2, 3)
+    torch.set_default_dtype(torch.float64)
+    try:
+        made["default dtype"] = torch.nn.Linear(3, 2).cuda().weight
+    finally:
+        torch.set_default_dtype(torch.float32)
     for how, x in made.items():
         assert type(x) is HostedTensor, how
         assert (x.device, x.is_mps, x.is_cuda, x.is_cpu, x.get_device()) == (torch.device("mps", 0), True, True,

@@ -27,6 +27,12 @@ def test_device_tensors_are_mps_tensors(mac):
     assert torch.device("cuda", 0) and torch.zeros(1, device="cuda:0").is_mps  # cuda:0 is the one device
 
 
+def test_legacy_cuda_tensor_classes_make_device_tensors(mac):
+    x = torch.cuda.FloatTensor([1.0, 2.0])
+    assert x.is_mps and isinstance(x, torch.cuda.FloatTensor) and not isinstance(torch.ones(2), torch.cuda.FloatTensor)
+    assert (x + torch.ones(2, device="cuda")).tolist() == [2.0, 3.0]
+
+
 def test_host_tensors_stay_host_tensors_and_are_no_fallbacks(mac):
     fallbacks = Fallbacks()
     h = torch.arange(6.0).reshape(2, 3)

@@ -625,12 +625,12 @@ def tensor_type(value: str) -> type:
     class Meta(type):
         def __call__(cls, *args: Any, **kwargs: Any) -> torch.Tensor:
             made = cpu_type(*args, **kwargs)
-            return made.to(target()) if _on_mps() else _redirect().born(made, "cuda")
+            return made.to(target()) if target().type == "mps" else _redirect().born(made, "cuda")
 
         def __instancecheck__(cls, instance: object) -> bool:
             if not isinstance(instance, torch.Tensor) or instance.dtype != dtype:
                 return False
-            return instance.device.type == "mps" if _on_mps() else device_index(instance) is not None
+            return instance.device.type == "mps" if target().type == "mps" else device_index(instance) is not None
 
     return Meta(name, (), {"dtype": dtype, "is_cuda": True, "__module__": "torch.cuda"})
 

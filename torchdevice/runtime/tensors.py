@@ -130,9 +130,9 @@ class Mover:
 
     def converted(self, error: TypeError, t: torch.Tensor, args: tuple[Any, ...],
                   kwargs: dict[str, Any]) -> torch.Tensor:
-        """``t.to(*args, **kwargs)``, which raised ``error``: hosted where it converts a tensor of the target
-        to a dtype the target refuses."""
-        if self.r.hosting is None or t.device.type != self.target.type:
+        """``t.to(*args, **kwargs)``, which raised ``error``: hosted where it makes a tensor of the target in a
+        dtype the target refuses (a conversion there, or a move there named as the target's own device)."""
+        if self.r.hosting is None:
             raise error
         try:
             if args and isinstance(args[0], torch.Tensor):
@@ -141,7 +141,7 @@ class Mover:
                 device, dtype = torch._C._nn._parse_to(*args, **{k: v for k, v in kwargs.items() if k != "copy"})[:2]
         except TypeError:
             raise error from None
-        if device is not None and device.type != self.target.type:
+        if (device or t.device).type != self.target.type:
             raise error
         return self.r.hosting.moved(error, t, dtype)
 
@@ -337,7 +337,10 @@ def _patch_default_device(patcher: Patcher, r: Redirect) -> None:
     def __torch_function__(self: Any, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         asked = getattr(self, ASKED, None)
         if asked is not None and func in _device_constructors() and (kwargs or {}).get("device") is None:
-            return r.born(handle(self, func, types, args, kwargs), asked)
+            try:
+                return r.born(handle(self, func, types, args, kwargs), asked)
+            except TypeError as error:  # a dtype the target refuses (float64 on MPS): hosted
+                return r.born(r.remade(error, func, args, kwargs or {}, None), asked)
         return handle(self, func, types, args, kwargs)
 
     original_default = torch.get_default_device
