@@ -70,7 +70,7 @@ def check(tree: Path, jobs: int, mode: str = "--check") -> dict:
 def tutorials() -> dict:
     """Sites rewritten and lines added over the tutorial-style programs, in this process."""
     from torchdevice.rewrite.outline import split_lines
-    from torchdevice.rewrite.rules import default
+    from torchdevice.rewrite.ruleset import default
     from torchdevice.rewrite.source import rewrite_source
 
     files = sorted(p for folder in TUTORIALS for p in folder.glob("*.py"))

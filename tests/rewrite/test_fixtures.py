@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from torchdevice_generated.rewrite_rules import RULES
 
-from torchdevice.rewrite.rules import default
+from torchdevice.rewrite.ruleset import default
 from torchdevice.rewrite.source import rewrite_source
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

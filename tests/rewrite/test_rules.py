@@ -16,7 +16,7 @@ from codegen import schema
 from codegen.load import CATALOG_DIR, load, load_list
 from codegen.schema import CatalogError
 from torchdevice.rewrite.rule import RewriteRule
-from torchdevice.rewrite.rules import RuleSet, default
+from torchdevice.rewrite.ruleset import RuleSet, default
 from torchdevice.rewrite.source import rewrite_source
 
 OVERLAY = CATALOG_DIR / "overlays" / "rewrite.yaml"

@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from torchdevice.rewrite import config, report
     from torchdevice.rewrite.files import discover
     from torchdevice.rewrite.jobs import Options, rewrite_files
-    from torchdevice.rewrite.rules import default
+    from torchdevice.rewrite.ruleset import default
     from torchdevice.rewrite.selection import Selection, SelectionError, split_codes
 
     start = time.perf_counter()

@@ -15,15 +15,16 @@ from typing import cast
 
 import libcst as cst
 
-from torchdevice.rewrite.base import Note
-from torchdevice.rewrite.facts import Facts
+from torchdevice.rewrite.facts.module import Facts
+from torchdevice.rewrite.facts.names import ImportMap
 from torchdevice.rewrite.forms import Forms, preferred_quote
-from torchdevice.rewrite.imports import ImportMap, RemoveImports
+from torchdevice.rewrite.imports import RemoveImports
 from torchdevice.rewrite.outline import Outline, Unit, outline, outline_cst, parse_ast, split_lines
 from torchdevice.rewrite.prelude import Inline, helper_name, placement, prelude
-from torchdevice.rewrite.rules import RuleSet
+from torchdevice.rewrite.rewriter import Rewriter
+from torchdevice.rewrite.ruleset import RuleSet
 from torchdevice.rewrite.selection import Selection, suppressions
-from torchdevice.rewrite.transform import Rewriter
+from torchdevice.rewrite.state import Note, Rewrite
 
 _WRAPPER = "if True:"
 """Parses the statements of a block on their own (followed by the file's newline)."""
@@ -64,7 +65,8 @@ def rewrite_source(source: str, rules: RuleSet, selection: Selection | None = No
     helper, defined = helper_name(source)
     inline = facts.module_torch is None and facts.alias is not None  # torch imported, but not at module level
     forms = Forms(facts.alias or "torch", None if inline else helper, shape.indent, preferred_quote(source))
-    rewriter = Rewriter(rules, facts, forms, selection or Selection(), suppressions(lines))
+    rw = Rewrite(rules, facts, forms, selection or Selection(), suppressions(lines))
+    rewriter = Rewriter(rw)
     codes: dict[Unit, str] = {}
     importing: dict[Unit, cst.Module] = {}  # units whose imports may go once all their uses are rewritten
     gate = rules.check("version-gate")
@@ -72,18 +74,18 @@ def rewrite_source(source: str, rules: RuleSet, selection: Selection | None = No
         fallback = facts.gate(unit)
         if fallback is not None:  # the CUDA branch of a choice between torch releases
             text = lines[unit.start - 1]
-            rewriter.note_at(unit.start, len(text) - len(text.lstrip()) + 1, gate,
+            rw.note_at(unit.start, len(text) - len(text.lstrip()) + 1, gate,
                              f"the fallback of `if {ast.unparse(fallback.test)}:`: {gate.doc}")
             continue
         module = _parse(wrapper + "".join(lines[unit.start - 1 : unit.end]) if unit.indented else
                         "".join(lines[unit.start - 1 : unit.end]), unit)
-        rewriter.start_unit(unit, module)
+        rw.start_unit(unit, module)
         new = module.visit(rewriter)
-        if rewriter.imported:
+        if rw.imported:
             importing[unit] = new
-        elif rewriter.changed:
+        elif rw.changed:
             codes[unit] = _unit_code(new, unit, set(), wrapper)  # only text is kept: a unit's tree is large
-    removable = rewriter.removable_imports()
+    removable = rw.removable_imports()
     codes.update((unit, _unit_code(module, unit, removable, wrapper)) for unit, module in importing.items())
     prelude_at = None
     if not inline and not defined:
@@ -96,8 +98,8 @@ def rewrite_source(source: str, rules: RuleSet, selection: Selection | None = No
     code = "".join(out)
     if code != source:
         _verify(code, checked)
-    notes = tuple(sorted(set(rewriter.notes), key=lambda n: (n.line, n.column, n.code)))
-    return Rewritten(code, notes, dict(+rewriter.sites))
+    notes = tuple(sorted(set(rw.notes), key=lambda n: (n.line, n.column, n.code)))
+    return Rewritten(code, notes, dict(+rw.sites))
 
 
 def _prelude(

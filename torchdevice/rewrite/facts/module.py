@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal
 
-from torchdevice.rewrite.imports import ImportMap
+from torchdevice.rewrite.facts.names import ImportMap
 from torchdevice.rewrite.outline import Condition, Outline, Scope, Unit, binds_torch, blocks
 from torchdevice.rewrite.rule import RewriteRule
-from torchdevice.rewrite.rules import RuleSet
+from torchdevice.rewrite.ruleset import RuleSet
 
 Form = Literal["object", "string"]
 """How a value is written: ``object`` where it goes straight into torch (a ``torch.device``),
@@ -62,14 +62,14 @@ class Facts:
         self.holders: list[Holder] = []
         self.parameters: list[Holder] = []
         """Parameters holding the caller's device, of the functions around the units."""
-        self._scope_bindings: dict[int, Counter[str]] = {}
+        self._scope_bindings: dict[Scope, Counter[str]] = {}
         body = shape.tree.body if shape.tree is not None else []
-        functions: dict[int, Scope] = {}
+        functions: dict[Scope, None] = {}
         for unit in shape.units:
             scope = unit.scopes[-1] if unit.scopes else None
-            self._scan(unit.nodes, scope, {id(n) for n in (scope.body if scope is not None else body)})
-            functions.update((id(s), s) for s in unit.scopes if not isinstance(s, ast.ClassDef))
-        for function in functions.values():
+            self._scan(unit.nodes, scope, set(scope.body if scope is not None else body))
+            functions.update((s, None) for s in unit.scopes if not isinstance(s, ast.ClassDef))
+        for function in functions:
             self.parameters += _device_parameters(function)  # type: ignore[arg-type]
 
     # --- the name of torch --------------------------------------------------------------------------
@@ -206,7 +206,7 @@ class Facts:
 
     # --- names that hold the program's device ----------------------------------------------------------
 
-    def _scan(self, nodes: Iterable[ast.stmt], scope: Scope | None, direct: set[int]) -> None:
+    def _scan(self, nodes: Iterable[ast.stmt], scope: Scope | None, direct: set[ast.stmt]) -> None:
         """Find flags and holders among ``nodes`` (statements of ``scope``; ``direct``: its own body)."""
         for node in nodes:
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
@@ -214,10 +214,10 @@ class Facts:
                 if self.guard_of(node.value) is True:
                     self.flags.update(ast.unparse(t) for t in targets if isinstance(t, (ast.Name, ast.Attribute)))
                 form = self.idiom(node.value)
-                if form is not None and id(node) in direct and len(targets) == 1 and isinstance(targets[0], ast.Name):
+                if form is not None and node in direct and len(targets) == 1 and isinstance(targets[0], ast.Name):
                     self.holders.append(Holder(targets[0].id, node.lineno, form, scope))
             elif isinstance(node, _SCOPES):
-                self._scan(node.body, node, {id(n) for n in node.body})
+                self._scan(node.body, node, set(node.body))
             else:
                 for block, _ in blocks(node):
                     self._scan(block, scope, direct)
@@ -269,9 +269,9 @@ class Facts:
 
     def _bindings(self, scope: Scope) -> Counter[str]:
         """Names bound in a function's or class's own scope (parameters included), with how often."""
-        counts = self._scope_bindings.get(id(scope))
+        counts = self._scope_bindings.get(scope)
         if counts is None:
-            counts = self._scope_bindings[id(scope)] = _count_bindings(scope.body)
+            counts = self._scope_bindings[scope] = _count_bindings(scope.body)
             if not isinstance(scope, ast.ClassDef):
                 a = scope.args
                 counts.update(p.arg for p in (*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg) if p)
@@ -285,15 +285,15 @@ class Facts:
         found: list[tuple[ast.expr, str, ast.Call | None]] = []
         if self.shape.tree is None:
             return found
-        callees = {}
+        callees: dict[ast.expr, ast.Call] = {}
         for node in ast.walk(self.shape.tree):
             if isinstance(node, ast.Call):
-                callees[id(node.func)] = node
+                callees[node.func] = node
             if isinstance(node, (ast.Name, ast.Attribute)):
                 qualified = self.imports.resolve_ast(node)
                 if qualified is not None and (qualified in self.rules.calls or qualified in self.rules.contexts
                                               or qualified in self.rules.launchers):
-                    found.append((node, qualified, callees.get(id(node))))
+                    found.append((node, qualified, callees.get(node)))
         return found
 
     def group_blocker(self, group: str) -> str | None:
