@@ -1,9 +1,10 @@
 """Rewrite the source text of one module.
 
 The module is outlined with ``ast`` (fast); only the units that mention something to rewrite are
-parsed with libcst, transformed by one :class:`~torchdevice.rewrite.transform.Rewriter` in textual
-order, and spliced back. Text outside rewritten units is kept byte for byte. The accelerator helper
-(and ``import torch`` where the module has none) is added last, where the rewritten code needs it.
+parsed with libcst, transformed by one :class:`~torchdevice.rewrite.rewriter.Rewriter` in textual
+order, and spliced back. Text outside rewritten units is kept byte for byte. The accelerator helper is
+added last, where the rewritten code needs it, and ``import torch`` (by LibCST's ``AddImportsVisitor``)
+where the module has none.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from dataclasses import dataclass
 from typing import cast
 
 import libcst as cst
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor, ImportItem
 
 from torchdevice.rewrite.facts.module import Facts
 from torchdevice.rewrite.facts.names import ImportMap
@@ -89,13 +92,17 @@ def rewrite_source(source: str, rules: RuleSet, selection: Selection | None = No
     codes.update((unit, _unit_code(module, unit, removable, wrapper)) for unit, module in importing.items())
     prelude_at = None
     if not inline and not defined:
-        prelude_at = _prelude(codes, lines, shape, facts, forms, helper, newline, wrapper)
+        prelude_at = _prelude(codes, lines, shape, forms, helper, newline, wrapper)
+    import_torch = facts.alias is None and any(
+        _count_torch(text) > _count_torch("".join(lines[unit.start - 1 : unit.end])) for unit, text in codes.items())
     out = list(lines)
     for unit, text in codes.items():
         out[unit.start - 1 : unit.end] = [text] + [""] * (unit.end - unit.start)  # line numbers stay valid
     if prelude_at is not None:
         out.insert(*prelude_at)
     code = "".join(out)
+    if import_torch:
+        code = _import_torch(code)
     if code != source:
         _verify(code, checked)
     notes = tuple(sorted(set(rw.notes), key=lambda n: (n.line, n.column, n.code)))
@@ -103,11 +110,10 @@ def rewrite_source(source: str, rules: RuleSet, selection: Selection | None = No
 
 
 def _prelude(
-    codes: dict[Unit, str], lines: list[str], shape: Outline, facts: Facts, forms: Forms, helper: str,
-    newline: str, wrapper: str,
+    codes: dict[Unit, str], lines: list[str], shape: Outline, forms: Forms, helper: str, newline: str, wrapper: str,
 ) -> tuple[int, str] | None:
-    """Where to insert what: the helper where the rewritten units use it (unless the idiom is written at its
-    only use instead), and ``import torch`` where the module has none and the rewritten code needs it."""
+    """Where to insert the helper definition: where the rewritten units use it (unless the idiom is written at its
+    only use instead)."""
     uses = {unit: len(re.findall(rf"\b{helper}\b", text)) for unit, text in codes.items()}
     if sum(uses.values()) == 1:
         unit = next(u for u, n in uses.items() if n)
@@ -116,17 +122,29 @@ def _prelude(
         if not inlined.failed:
             codes[unit] = _unit_code(module, unit, set(), wrapper)
             uses[unit] = 0
-    imported = {unit for unit, text in codes.items() if facts.alias is None and
-                _count_torch(text) > _count_torch("".join(lines[unit.start - 1 : unit.end]))}
-    needs = [unit.top for unit in codes if uses[unit] or unit in imported]
+    needs = [unit.top for unit in codes if uses[unit]]
     if not needs:
         return None
     tree = shape.tree
     docstring = tree is not None and bool(tree.body) and isinstance(tree.body[0], ast.Expr) and \
         isinstance(tree.body[0].value, ast.Constant) and isinstance(tree.body[0].value.value, str)
     after = placement(shape.statements, min(needs), docstring)
-    text = prelude(forms, helper if any(uses.values()) else None, bool(imported), newline, after < 0)
+    text = prelude(forms, helper, newline, after < 0)
     return (shape.statements[after].end if after >= 0 else shape.statements[0].start - 1), text
+
+
+def _import_torch(code: str) -> str:
+    """``code`` with ``import torch`` added, by LibCST's ``AddImportsVisitor`` (at the end of the module's first
+    block of imports); only for the rare module that uses torch nowhere before its rewrite."""
+    module = cst.parse_module(code)
+    header = list(module.header)
+    comments = len(header) - next((i for i, line in enumerate(reversed(header)) if line.comment), len(header))
+    if module.body and comments < len(header):
+        # the blank lines after the header's comments go with the code, as they did after a removed import
+        first = module.body[0]
+        module = module.with_changes(header=header[:comments], body=[
+            first.with_changes(leading_lines=[*header[comments:], *first.leading_lines]), *module.body[1:]])
+    return module.visit(AddImportsVisitor(CodemodContext(), [ImportItem("torch")])).code
 
 
 def _count_torch(text: str) -> int:
