@@ -1,7 +1,8 @@
 """The rewrite rules as code: one module per kind of rule in ``catalog/overlays/rewrite.yaml``, each a
 :class:`~torchdevice.rewrite.rules.base.Rule` that reads alone (what it matches, what it writes, what it
 reports). The rules themselves (names, replacements, parameters) are data, rendered into
-``torchdevice_generated.rewrite_rules``; the golden fixtures of a rule are ``tests/rewrite/fixtures/<name>*``.
+``torchdevice_generated.rewrite_rules``; the golden fixtures of a rule are beside its module's name:
+``tests/rewrite/fixtures/<module>/<rule name>*`` (``Rule.kinds`` says which rules a module applies).
 
 ``RULES`` is the order the rewriter runs their hooks in on each node: a later rule's ``leave_*`` gets what
 the earlier ones made (a launcher's count wraps whatever the call became); the rules rewriting a node

@@ -10,6 +10,8 @@ from torchdevice.rewrite.syntax import string_value
 
 
 class Arguments(Rule):
+    kinds = ("argument",)
+
     def visit_Call(self, node: cst.Call) -> None:
         if self.rw.imports.resolve(node.func) in self.rules.arguments:
             for arg in node.args:

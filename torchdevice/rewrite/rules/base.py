@@ -15,6 +15,10 @@ class Rule:
     the node. What rules learn on the way down for the way up goes in ``self.rw.marks``.
     """
 
+    kinds: tuple[str, ...] = ()
+    """The kinds of rule it applies (for ``check`` rules, their analyses); their golden fixtures are in
+    ``tests/rewrite/fixtures/<module>/``, the module named as the rule's."""
+
     def __init__(self, rw: Rewrite) -> None:
         self.rw = rw
         self.rules = rw.rules

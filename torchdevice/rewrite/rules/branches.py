@@ -15,6 +15,8 @@ _EXITS = ("exit", "sys.exit", "os._exit", "quit")
 
 
 class Branches(Rule):
+    kinds = ("requirement", "cuda-only-branch")
+
     def visit_If(self, node: cst.If) -> None:
         branches = [node.body, *([node.orelse.body] if isinstance(node.orelse, cst.Else) else [])]
         if not (any(map(_exits, branches)) and self._requirement(node.test, node.test)):

@@ -13,6 +13,8 @@ from torchdevice.rewrite.state import Rewrite
 
 
 class Calls(Rule):
+    kinds = ("call", "context")
+
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         qualified = self.rw.imports.resolve(original_node.func)
         rule = self.rules.calls.get(qualified or "") or self.rules.contexts.get(qualified or "")

@@ -15,6 +15,8 @@ _COMMAND_LINE = re.compile(r"--[\w-]*device[= ]cuda\b")
 
 
 class Checks(Rule):
+    kinds = ("comparison", "command-line", "dynamic")
+
     def visit_Call(self, node: cst.Call) -> None:
         rw, cuda = self.rw, self.rules.device.rule.match
         func = node.func

@@ -11,6 +11,8 @@ from torchdevice.rewrite.syntax import code
 
 
 class Gates(Rule):
+    kinds = ("version-gate",)
+
     def leave_IfExp(self, original_node: cst.IfExp, updated_node: cst.IfExp) -> cst.BaseExpression:
         gated = self._gate(original_node, (original_node.body, original_node.orelse),
                            (updated_node.body, updated_node.orelse))

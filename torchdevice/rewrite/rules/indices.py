@@ -9,6 +9,8 @@ from torchdevice.rewrite.rules.base import Rule
 
 
 class Indices(Rule):
+    kinds = ("index",)
+
     def visit_Call(self, node: cst.Call) -> None:
         index = self.rules.index
         if index is None or not node.args:

@@ -11,6 +11,8 @@ from torchdevice.rewrite.syntax import argument
 
 
 class Launchers(Rule):
+    kinds = ("launcher",)
+
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
             self._count(target.target, node.value)

@@ -13,6 +13,8 @@ _STRINGS = (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString, cst.B
 
 
 class Methods(Rule):
+    kinds = ("method",)
+
     def _rule(self, node: cst.Call) -> RewriteRule | None:
         func = node.func
         return self.rules.methods.get(func.attr.value) if isinstance(func, cst.Attribute) else None

@@ -11,6 +11,8 @@ from torchdevice.rewrite.syntax import code
 
 
 class Reports(Rule):
+    kinds = ("report",)
+
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.rw.imports.resolve(node.func)
         rule = self.rules.reports.get(qualified or "")

@@ -24,6 +24,8 @@ from torchdevice.rewrite.syntax import argument, code, held_name, option_name, s
 
 
 class Values(Rule):
+    kinds = ("device", "backend")
+
     # --- where values are expected (top-down) --------------------------------------------------------
 
     def visit_Param(self, node: cst.Param) -> None:
