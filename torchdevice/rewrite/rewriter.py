@@ -9,7 +9,7 @@ written guard or idiom does not need where it is a whole argument, value or defa
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import partial
+from functools import cache, partial
 
 import libcst as cst
 
@@ -28,12 +28,11 @@ class Rewriter(cst.CSTTransformer):
         self.rw = rw
         self.visits: dict[type[cst.CSTNode], list[Visit]] = {}
         self.leaves: dict[type[cst.CSTNode], list[Leave]] = {}
-        for rule in (make(rw) for make in RULES):
-            for name in dir(rule):
-                kind, _, node = name.partition("_")
-                if kind in ("visit", "leave"):
-                    table: dict = self.visits if kind == "visit" else self.leaves
-                    table.setdefault(getattr(cst, node), []).append(getattr(rule, name))
+        for make in RULES:
+            rule = make(rw)
+            for kind, node_type, name in _hooks(make):
+                table: dict = self.visits if kind == "visit" else self.leaves
+                table.setdefault(node_type, []).append(getattr(rule, name))
         for node_type, tidy in _TIDY.items():
             self.leaves.setdefault(node_type, []).append(partial(_tidied, tidy, rw))
 
@@ -53,6 +52,13 @@ class Rewriter(cst.CSTTransformer):
         if result is not updated_node:
             self.rw.changed = True
         return result
+
+
+@cache
+def _hooks(rule: type) -> tuple[tuple[str, type[cst.CSTNode], str], ...]:
+    """``(visit or leave, node type, method name)`` of each hook a rule class defines."""
+    found = (name.partition("_") for name in dir(rule))
+    return tuple((kind, getattr(cst, node), f"{kind}_{node}") for kind, _, node in found if kind in ("visit", "leave"))
 
 
 def _tidied(tidy, rw: Rewrite, original: cst.CSTNode, updated: cst.CSTNode) -> cst.CSTNode:
