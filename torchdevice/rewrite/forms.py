@@ -15,7 +15,7 @@ from typing import Literal, TypeVar, cast
 import libcst as cst
 
 from torchdevice.rewrite.arguments import comma
-from torchdevice.rewrite.facts.module import Holder
+from torchdevice.rewrite.facts.devices import Holder
 from torchdevice.rewrite.rule import RewriteRule
 
 _Node = TypeVar("_Node", bound=cst.CSTNode)

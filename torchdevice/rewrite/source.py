@@ -18,7 +18,7 @@ import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, ImportItem
 
-from torchdevice.rewrite.facts.module import Facts
+from torchdevice.rewrite.facts import Facts
 from torchdevice.rewrite.facts.names import ImportMap
 from torchdevice.rewrite.forms import Forms, preferred_quote
 from torchdevice.rewrite.imports import RemoveImports
@@ -66,15 +66,15 @@ def rewrite_source(source: str, rules: RuleSet, selection: Selection | None = No
         imports.add_ast(node)
     facts = Facts(shape, imports, rules, source)
     helper, defined = helper_name(source)
-    inline = facts.module_torch is None and facts.alias is not None  # torch imported, but not at module level
-    forms = Forms(facts.alias or "torch", None if inline else helper, shape.indent, preferred_quote(source))
+    inline = facts.torch.statement is None and facts.torch.alias is not None  # torch imported, but not at module level
+    forms = Forms(facts.torch.alias or "torch", None if inline else helper, shape.indent, preferred_quote(source))
     rw = Rewrite(rules, facts, forms, selection or Selection(), suppressions(lines))
     rewriter = Rewriter(rw)
     codes: dict[Unit, str] = {}
     importing: dict[Unit, cst.Module] = {}  # units whose imports may go once all their uses are rewritten
     gate = rules.check("version-gate")
     for unit in shape.units:
-        fallback = facts.gate(unit)
+        fallback = facts.gates.fallback_of(unit)
         if fallback is not None:  # the CUDA branch of a choice between torch releases
             text = lines[unit.start - 1]
             rw.note_at(unit.start, len(text) - len(text.lstrip()) + 1, gate,
@@ -93,7 +93,7 @@ def rewrite_source(source: str, rules: RuleSet, selection: Selection | None = No
     prelude_at = None
     if not inline and not defined:
         prelude_at = _prelude(codes, lines, shape, forms, helper, newline, wrapper)
-    import_torch = facts.alias is None and any(
+    import_torch = facts.torch.alias is None and any(
         _count_torch(text) > _count_torch("".join(lines[unit.start - 1 : unit.end])) for unit, text in codes.items())
     out = list(lines)
     for unit, text in codes.items():

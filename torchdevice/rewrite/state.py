@@ -12,10 +12,11 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-from torchdevice.rewrite.facts.module import Facts, Holder, scopes_within
+from torchdevice.rewrite.facts import Facts
+from torchdevice.rewrite.facts.devices import Holder
 from torchdevice.rewrite.facts.names import ImportMap, root_name
 from torchdevice.rewrite.forms import Forms
-from torchdevice.rewrite.outline import Scope, Unit
+from torchdevice.rewrite.outline import Scope, Unit, scopes_within
 from torchdevice.rewrite.rule import RewriteRule
 from torchdevice.rewrite.ruleset import RuleSet, ValueRule
 from torchdevice.rewrite.selection import Selection, suppressed
@@ -124,7 +125,7 @@ class Rewrite:
         self.forms.forget()
         self.marks = Marks()
         self.positions: Mapping[cst.CSTNode, CodeRange] | None = None
-        self.unit_accelerated = self.facts.accelerated(unit.conditions)
+        self.unit_accelerated = self.facts.guards.accelerated(unit.conditions)
         """Do the conditions around the unit hold only with an accelerator?"""
         self.changed = False  # a node of this unit was replaced
         self.path: list[cst.CSTNode] = []
@@ -203,9 +204,9 @@ class Rewrite:
     def holder(self, node: cst.CSTNode, given: bool = False) -> Holder | None:
         """The program's own name for its device where ``node`` is, if it has one; ``given``: ``node`` is a device
         that goes straight into torch, where the enclosing function's device parameter can stand for it."""
-        if not self.facts.holders and not (given and self.facts.parameters):
+        if not self.facts.devices.holders and not (given and self.facts.devices.parameters):
             return None
-        return self.facts.holder_at(self.span(node)[0], self.scopes(node), given)
+        return self.facts.devices.at(self.span(node)[0], self.scopes(node), given)
 
     def namable(self, node: cst.CSTNode, in_string: bool = False) -> bool:
         """Can the accelerator be named at ``node``? Not where torch is imported only after it runs, nor in an
@@ -221,7 +222,7 @@ class Rewrite:
 
     def torch_ready(self, node: cst.CSTNode) -> bool:
         """Is torch imported where ``node`` runs?"""
-        return self.facts.torch_ready(self.unit, self.unit.scopes) or self.facts.torch_ready(
+        return self.facts.torch.ready(self.unit, self.unit.scopes) or self.facts.torch.ready(
             self.unit, self.scopes(node))
 
     # --- what code means ---------------------------------------------------------------------------------
@@ -231,12 +232,12 @@ class Rewrite:
         text = code(test)
         if text not in self.guards_by_text:
             tree = None
-            if any(word in text for word in self.facts.guard_words):
+            if any(word in text for word in self.facts.guards.words):
                 try:
                     tree = ast.parse(f"(\n{text}\n)", mode="eval")
                 except SyntaxError:
                     pass
-            self.guards_by_text[text] = None if tree is None else self.facts.guard_of(tree.body)
+            self.guards_by_text[text] = None if tree is None else self.facts.guards.guard_of(tree.body)
         return self.guards_by_text[text]
 
     def chains(self, node: cst.CSTNode) -> list[tuple[cst.BaseExpression, str]]:
@@ -248,11 +249,11 @@ class Rewrite:
     def counts(self, node: cst.BaseExpression) -> bool:
         """Is ``node`` a call counting the accelerators (``torch.cuda.device_count()``)?"""
         return isinstance(node, cst.Call) and not node.args and \
-            (self.imports.resolve(node.func) or "") in self.facts.counts
+            (self.imports.resolve(node.func) or "") in self.facts.guards.counts
 
     def available_calls(self, test: cst.BaseExpression, counts: bool = False) -> list[cst.Call]:
         """The CUDA availability checks in ``test`` (and, with ``counts``, the counts of accelerators)."""
-        wanted = {self.rules.available.match} | (self.facts.counts if counts else set())
+        wanted = {self.rules.available.match} | (self.facts.guards.counts if counts else set())
         return [c for c in m.findall(test, m.Call()) if isinstance(c, cst.Call)
                 and self.imports.resolve(c.func) in wanted]
 
@@ -266,7 +267,7 @@ class Rewrite:
             self.groups[group] = (
                 f"{', '.join(off)} not selected" if off else
                 "a `# torchdevice: ignore` comment keeps one of them" if commented else
-                self.facts.group_blocker(group)
+                self.facts.groups.blocker(group)
             )
         return self.groups[group]
 

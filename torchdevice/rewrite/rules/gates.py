@@ -32,8 +32,8 @@ class Gates(Rule):
         if all(o is u for o, u in zip(originals, updated, strict=True)):
             return None
         rw, keep = self.rw, [False] * len(originals)
-        if rw.facts.gate_test(code(node.test)):
-            agnostic = [any(rw.facts.agnostic_name(q) for _, q in rw.chains(o)) for o in originals]
+        if rw.facts.gates.gate_test(code(node.test)):
+            agnostic = [any(rw.facts.gates.agnostic_name(q) for _, q in rw.chains(o)) for o in originals]
             cuda = [any(self.rules.lookup(q) is not None for _, q in rw.chains(o)) for o in originals]
             keep = [cuda[i] and any(agnostic[j] for j in range(len(originals)) if j != i) for i in range(len(keep))]
         if not any(keep):

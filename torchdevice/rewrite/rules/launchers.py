@@ -20,7 +20,7 @@ class Launchers(Rule):
     def _count(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         """``world_size = torch.cuda.device_count()`` where a launcher starts that many processes."""
         rw = self.rw
-        if not isinstance(target, cst.Name) or target.value not in rw.facts.launch_counts or rw.accelerated:
+        if not isinstance(target, cst.Name) or target.value not in rw.facts.groups.launch_counts or rw.accelerated:
             return
         rule = next(iter(self.rules.launchers.values()))
         if rw.counts(value):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchdevice.rewrite.facts.module import is_rename
+from torchdevice.rewrite.facts.groups import is_rename
 from torchdevice.rewrite.facts.names import root_name
 from torchdevice.rewrite.rules.base import Rule
 from torchdevice.rewrite.rules.calls import device_type_arg
