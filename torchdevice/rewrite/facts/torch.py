@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from functools import cached_property
 
-from torchdevice.rewrite.outline import Outline, Scope, Unit, binds_torch
+from torchdevice.rewrite.outline import Outline, Scope, Unit, binds_torch, blocks
 
 
 class TorchName:
@@ -44,10 +44,16 @@ class TorchName:
 
     def _module_level(self, node: ast.stmt) -> bool:
         """Is this statement outside every function (module level, possibly under ``if``/``try``)?"""
-        return not any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and
-                       s.lineno <= node.lineno <= (s.end_lineno or s.lineno) for s in self._functions)
+        return not any(s.lineno <= node.lineno <= (s.end_lineno or s.lineno) for s in self._functions)
 
     @cached_property
     def _functions(self) -> list[ast.stmt]:
-        tree = self.shape.tree
-        return [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))] if tree else []
+        """Every function of the module (statements only are walked: a function is one)."""
+        found: list[ast.stmt] = []
+        body = list(self.shape.tree.body) if self.shape.tree is not None else []
+        while body:
+            node = body.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                found.append(node)
+            body.extend(s for block, _ in blocks(node) for s in block)
+        return found
