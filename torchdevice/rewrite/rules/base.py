@@ -7,7 +7,7 @@ from torchdevice.rewrite.state import Rewrite
 
 
 class Rule:
-    """One kind of rewrite rule (``catalog/overlays/rewrite.yaml``), applied by :class:`Rewriter` in the one
+    """One kind of rewrite rule (``catalog/overlays/rewrite.yaml``), applied by ``rewriter.Rewriter`` in the one
     traversal of each unit, in the order of ``RULES``.
 
     ``visit_<Node>(node)`` runs top-down (False: do not enter ``node``; the other rules still see ``node``
