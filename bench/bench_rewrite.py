@@ -3,9 +3,10 @@
 The package is fetched once with ``pip download`` into ``.bench/`` (never installed); without a
 network the benchmark reports itself skipped. Each run is a fresh ``python -m torchdevice rewrite``
 process, timed wall-clock from start to exit. A ``--diff`` run adds what the rewrite does to the
-tree: sites rewritten and reported, and lines added per rewritten site. The same figure for tutorial-style
-programs (``examples/`` and the end-to-end test programs: a GPT training loop, DDP recipes, a launcher of one
-process per GPU, streams and events) needs no download.
+tree: sites rewritten and reported, and lines added per rewritten site; ``cpu_transformers`` times the
+rewriter alone, in this process. The lines added per site for tutorial-style programs (``examples/`` and the
+end-to-end test programs: a GPT training loop, DDP recipes, a launcher of one process per GPU, streams and
+events) need no download.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def check(tree: Path, jobs: int, mode: str = "--check") -> dict:
 def tutorials() -> dict:
     """Sites rewritten and lines added over the tutorial-style programs, in this process."""
     from torchdevice.rewrite.outline import split_lines
-    from torchdevice.rewrite.rules import default
+    from torchdevice.rewrite.ruleset import default
     from torchdevice.rewrite.source import rewrite_source
 
     files = sorted(p for folder in TUTORIALS for p in folder.glob("*.py"))
@@ -84,12 +85,30 @@ def tutorials() -> dict:
     return {"files": len(files), "sites": sites, "lines_added": added, "lines_per_site": per_site}
 
 
+def cpu(tree: Path, repeat: int = 3) -> dict:
+    """CPU seconds of rewriting the files of ``tree`` that mention CUDA, in this process, best of ``repeat``: the
+    rewriter alone (no start-up, no file walk), and less sensitive to a busy machine than wall-clock runs."""
+    from torchdevice.rewrite.ruleset import default
+    from torchdevice.rewrite.source import rewrite_source
+
+    rules = default()
+    sources = [p.read_text(encoding="utf-8") for p in sorted(tree.rglob("*.py")) if rules.may_apply(p.read_bytes())]
+    times = []
+    for _ in range(repeat):
+        start = time.process_time()
+        for source in sources:
+            rewrite_source(source, rules)
+        times.append(round(time.process_time() - start, 3))
+    return {"files": len(sources), "cpu_seconds": min(times), "all_cpu_seconds": times}
+
+
 def run():
     yield {"name": "diff_tutorials", **tutorials()}
     tree = source_tree()
     if tree is None:
         yield {"name": "check_transformers", "skipped": f"{PACKAGE} could not be downloaded"}
         return
+    yield {"name": "cpu_transformers", **cpu(tree), "package": PACKAGE}
     for jobs, repeat in ((2, 3), (1, 1)):
         runs = [check(tree, jobs) for _ in range(repeat)]
         best = min(runs, key=lambda r: r["seconds"])

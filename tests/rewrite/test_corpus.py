@@ -13,7 +13,7 @@ import pytest
 from corpus import sources
 
 from torchdevice.rewrite.outline import split_lines
-from torchdevice.rewrite.rules import default
+from torchdevice.rewrite.ruleset import default
 from torchdevice.rewrite.source import rewrite_source
 
 HERE = Path(__file__).resolve().parent

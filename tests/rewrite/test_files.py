@@ -13,7 +13,7 @@ import pytest
 from torchdevice.rewrite import files
 from torchdevice.rewrite.files import Found
 from torchdevice.rewrite.jobs import Options, rewrite_files
-from torchdevice.rewrite.rules import default
+from torchdevice.rewrite.ruleset import default
 from torchdevice.rewrite.source import SourceError, rewrite_source
 
 CUDA = "import torch\n\nx = torch.ones(1).cuda()\ny = torch.zeros(1).cuda()\n"

@@ -7,6 +7,7 @@ import ast
 import dataclasses
 import inspect
 import textwrap
+from typing import get_args
 
 import pytest
 import torch
@@ -15,8 +16,9 @@ from torchdevice_generated.rewrite_rules import RULES
 from codegen import schema
 from codegen.load import CATALOG_DIR, load, load_list
 from codegen.schema import CatalogError
-from torchdevice.rewrite.rule import RewriteRule
-from torchdevice.rewrite.rules import RuleSet, default
+from torchdevice.rewrite.rule import CHECKS, Kind, RewriteRule
+from torchdevice.rewrite.rules import RULES as CLASSES
+from torchdevice.rewrite.ruleset import RuleSet, default
 from torchdevice.rewrite.source import rewrite_source
 
 OVERLAY = CATALOG_DIR / "overlays" / "rewrite.yaml"
@@ -219,3 +221,10 @@ def test_every_torch_accelerator_api_is_known_to_the_rules():
     assert generic is not None
     same_name = [n for n in public if hasattr(torch.cuda, n) and default().lookup(f"torch.cuda.{n}") is generic]
     assert same_name == []
+
+
+def test_every_kind_of_rule_is_applied_by_one_rule_module():
+    claimed = [kind for c in CLASSES for kind in c.kinds]
+    assert len(claimed) == len(set(claimed))
+    wanted = (set(get_args(Kind)) - {"check"}) | set(CHECKS) - {"no-torch"}  # no-torch: wherever torch is named
+    assert set(claimed) == wanted

@@ -43,7 +43,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import time
-    from pathlib import Path
 
     from torchdevice.check import output
     from torchdevice.check.scan import check_files
@@ -55,11 +54,8 @@ def run(args: argparse.Namespace) -> int:
     if missing:
         print(f"torchdevice check: error: {missing[0]}: no such file or directory", file=sys.stderr)
         return 2
-    try:
-        path = Path(args.config) if args.config else config.find(args.paths)
-        settings = config.load(path) if path is not None else config.Config()
-    except config.ConfigError as exc:
-        print(f"torchdevice check: error: {exc}", file=sys.stderr)
+    settings = config.settings(args.paths, args.config, "torchdevice check")
+    if settings is None:
         return 2
     found = list(discover(args.paths, args.exclude if args.exclude is not None else settings.exclude))
     max_bytes = settings.max_file_size or 1_000_000

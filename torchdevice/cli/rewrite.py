@@ -67,20 +67,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import time
-    from pathlib import Path
 
     from torchdevice.rewrite import config, report
     from torchdevice.rewrite.files import discover
     from torchdevice.rewrite.jobs import Options, rewrite_files
-    from torchdevice.rewrite.rules import default
+    from torchdevice.rewrite.ruleset import default
     from torchdevice.rewrite.selection import Selection, SelectionError, split_codes
 
     start = time.perf_counter()
-    try:
-        path = Path(args.config) if args.config else config.find(args.paths)
-        settings = config.load(path) if path is not None else config.Config()
-    except config.ConfigError as exc:
-        print(f"torchdevice rewrite: error: {exc}", file=sys.stderr)
+    settings = config.settings(args.paths, args.config, "torchdevice rewrite")
+    if settings is None:
         return 2
     try:
         selection = Selection.parse(

@@ -76,6 +76,17 @@ def load(path: Path) -> Config:
     )
 
 
+def settings(paths: list[str], given: str | None, program: str) -> Config | None:
+    """The settings for a run over ``paths``: from ``given`` (``--config``) or the file ``find`` finds, else the
+    defaults; None after printing the error as ``program`` (``torchdevice rewrite``) to stderr."""
+    try:
+        path = Path(given) if given else find(paths)
+        return load(path) if path is not None else Config()
+    except ConfigError as exc:
+        print(f"{program}: error: {exc}", file=sys.stderr)
+        return None
+
+
 def _strings(path: Path, table: dict[str, Any], key: str) -> tuple[str, ...] | None:
     value = table.get(key)
     if value is None:

@@ -10,13 +10,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from functools import cache
-from typing import Literal, cast
+from typing import Literal, TypeVar, cast
 
 import libcst as cst
 
 from torchdevice.rewrite.arguments import comma
-from torchdevice.rewrite.facts import Holder
+from torchdevice.rewrite.facts.devices import Holder
 from torchdevice.rewrite.rule import RewriteRule
+
+_Node = TypeVar("_Node", bound=cst.CSTNode)
 
 Quote = Literal['"', "'", '"""', "'''"]
 
@@ -81,24 +83,24 @@ class Forms:
     def __init__(self, alias: str, helper: str | None, indent: str = "    ", quote: str = '"') -> None:
         self.alias, self.helper, self.indent, self.quote = alias, helper, indent, quote
         self.idiom_code = idiom(alias, quote)
-        self.made: dict[int, tuple[cst.CSTNode, str]] = {}
-        """Nodes written here (kept alive, by id) -> what they are: ``device``, ``type``, ``available``..."""
-        self.idioms: dict[int, cst.CSTNode] = {}
-        """The parenthesized idioms written here (by id), whose parentheses go where they are not needed."""
+        self.made: dict[cst.CSTNode, str] = {}
+        """Nodes written for the current unit -> what they are: ``device``, ``type``, ``available``, ``guard``..."""
+        self.idioms: set[cst.CSTNode] = set()
+        """The parenthesized idioms written for the current unit, whose parentheses go where they are not needed."""
 
     def forget(self) -> None:
         """Drop what was written for the previous unit (its nodes are no longer looked at)."""
         self.made.clear()
         self.idioms.clear()
 
-    def _mark(self, node: cst.BaseExpression, what: str) -> cst.BaseExpression:
-        self.made[id(node)] = (node, what)
+    def tag(self, node: _Node, what: str) -> _Node:
+        """Remember ``node`` as written here, as ``what``."""
+        self.made[node] = what
         return node
 
     def what(self, node: cst.CSTNode) -> str | None:
-        """``device``, ``type``, ``idiom`` for an expression written here, else None."""
-        found = self.made.get(id(node))
-        return found[1] if found is not None and found[0] is node else None
+        """``device``, ``type``, ``available``... for a node written here, else None."""
+        return self.made.get(node)
 
     def torch(self, code: str) -> cst.BaseExpression:
         """A ``torch.…`` expression, with the module's name for torch."""
@@ -110,33 +112,33 @@ class Forms:
     def idiom(self) -> cst.BaseExpression:
         """The one-line idiom, parenthesized (``bare`` drops the parentheses where they are not needed)."""
         node = parenthesized(expression(self.idiom_code))
-        self.idioms[id(node)] = node
+        self.idioms.add(node)
         return node
 
     def bare(self, node: cst.BaseExpression) -> cst.BaseExpression:
         """``node`` without its parentheses if it is a written idiom (a whole argument, value...)."""
-        return node.with_changes(lpar=(), rpar=()) if self.idioms.get(id(node)) is node else node
+        return node.with_changes(lpar=(), rpar=()) if node in self.idioms else node
 
     def device(self, holder: Holder | None) -> cst.BaseExpression:
         """The accelerator (a ``torch.device``, or a device string where the program keeps one)."""
         if holder is not None:
-            return self._mark(cst.Name(holder.name), "device")
-        return self._mark(cst.Name(self.helper) if self.helper else self.idiom, "device")
+            return self.tag(cst.Name(holder.name), "device")
+        return self.tag(cst.Name(self.helper) if self.helper else self.idiom, "device")
 
     def device_type(self, holder: Holder | None) -> cst.BaseExpression:
         """Its type as a string: ``"cuda"``, ``"mps"``, ``"cpu"``..."""
         if holder is not None and holder.given:
             holder = None  # a parameter may hold a string: no `.type`
         if holder is not None and holder.form == "string":
-            return self._mark(cst.Name(holder.name), "type")
+            return self.tag(cst.Name(holder.name), "type")
         base = cst.Name(holder.name) if holder is not None else cst.Name(self.helper) if self.helper else self.idiom
-        return self._mark(cst.Attribute(base, cst.Name("type")), "type")
+        return self.tag(cst.Attribute(base, cst.Name("type")), "type")
 
     def indexed(self, holder: Holder | None, index: cst.BaseExpression) -> cst.Call:
         """``torch.device(<type>, <index>)`` (see ``index``)."""
         call = cst.Call(self.torch("torch.device"), [
             cst.Arg(self.device_type(holder), comma=comma()), cst.Arg(self.index(index))])
-        return self._mark(call, "indexed")  # type: ignore[return-value]
+        return self.tag(call, "indexed")
 
     def index(self, index: cst.BaseExpression) -> cst.BaseExpression:
         """CUDA device ``index`` as an index of the accelerator: ``index % (torch.accelerator.device_count() or 1)``.
@@ -169,32 +171,32 @@ class Forms:
             value = parenthesized(value)
         test = cst.Comparison(self.device_type(holder), [
             cst.ComparisonTarget(cst.Equal(), cst.SimpleString(f"{self.quote}{device_type}{self.quote}"))])
-        self.made[id(test)] = (test, "test")
+        self.tag(test, "test")
         return cst.IfExp(test=test, body=value, orelse=cst.Name("None"))
 
     def backend(self, rule: RewriteRule, holder: Holder | None) -> cst.BaseExpression:
         """``torch.distributed.get_default_backend_for_device(<accelerator>)``."""
-        return self._mark(cst.Call(self.torch(rule.to), [cst.Arg(self.bare(self.device(holder)))]), "backend")
+        return self.tag(cst.Call(self.torch(rule.to), [cst.Arg(self.bare(self.device(holder)))]), "backend")
 
     def call(self, rule: RewriteRule, updated: cst.Call, args: list[cst.Arg]) -> cst.Call:
         """``updated`` calling ``rule.to`` with ``args``; the availability check is remembered as such."""
         new = updated.with_changes(func=self.torch(rule.to), args=args)
         if rule.to.endswith(".is_available"):
-            self._mark(new, "available")
+            self.tag(new, "available")
         return new
 
     def available(self, rule: RewriteRule) -> cst.BaseExpression:
-        return self._mark(cst.Call(self.torch(rule.to)), "available")
+        return self.tag(cst.Call(self.torch(rule.to)), "available")
 
     def guarded(self, call: cst.BaseExpression, test: cst.BaseExpression, fallback: str) -> cst.IfExp:
         """``(call if <accelerator available> else fallback)``."""
-        return cst.IfExp(test=test, body=call, orelse=self.torch(fallback), lpar=[cst.LeftParen()],
-                         rpar=[cst.RightParen()])
+        return self.tag(cst.IfExp(test=test, body=call, orelse=self.torch(fallback), lpar=[cst.LeftParen()],
+                                  rpar=[cst.RightParen()]), "guarded")
 
     def guard_statement(self, test: cst.BaseExpression, line: cst.SimpleStatementLine) -> cst.If:
         """``if <accelerator available>:`` around a statement line, keeping its comments."""
         body = cst.IndentedBlock([line.with_changes(leading_lines=())], indent=self.indent)
-        return cst.If(test=test, body=body, leading_lines=line.leading_lines)
+        return self.tag(cst.If(test=test, body=body, leading_lines=line.leading_lines), "guard")
 
     def finished_type(self, value: cst.BaseExpression) -> cst.Attribute:
         """``torch.device(value).type``: the device type of a device string."""

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal, TypeVar
 
-from torchdevice.rewrite import files, rules
-from torchdevice.rewrite.base import Note
+from torchdevice.rewrite import files, ruleset
 from torchdevice.rewrite.outline import split_lines
 from torchdevice.rewrite.selection import Selection
 from torchdevice.rewrite.source import RewriteError, SourceError, rewrite_source
+from torchdevice.rewrite.state import Note
 
 Mode = Literal["check", "diff", "write"]
 Status = Literal["clean", "unchanged", "changed", "skipped", "failed"]
@@ -144,12 +144,12 @@ def rewrite_file(path: Path, options: Options) -> FileResult:
         return FileResult(name, "skipped", reason=str(exc))
     except files.Unreadable as exc:
         return FileResult(name, "failed", reason=str(exc))
-    if not rules.default().may_apply(data):
+    if not ruleset.default().may_apply(data):
         return FileResult(name, "clean")
     try:
         source, encoding = files.decode(path, data)
         with _time_limit(options.seconds):
-            result = rewrite_source(source, rules.default(), options.selection)
+            result = rewrite_source(source, ruleset.default(), options.selection)
     except files.Unreadable as exc:
         return FileResult(name, "failed", reason=str(exc))
     except SourceError as exc:

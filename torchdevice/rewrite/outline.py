@@ -40,6 +40,7 @@ Condition = tuple[ast.expr, bool, "ast.If | None"]
 statement choosing between the branches (None after an early ``return``)."""
 
 Scope = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
+SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
 
 def split_lines(source: str) -> list[str]:
@@ -205,7 +206,7 @@ class _Walk:
             yield Unit(start, end, top, indented, False, conditions, scopes, tuple(nodes))
             return
         node = nodes[0]
-        inside = (*scopes, node) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else scopes
+        inside = (*scopes, node) if isinstance(node, SCOPES) else scopes
         for block, holds in children:
             yield from self.block(_groups(block), top, True, conditions + holds, inside)
 
@@ -327,3 +328,18 @@ def _imports(body: list[ast.stmt]) -> Iterator[ast.Import | ast.ImportFrom]:
         else:
             for block, _ in blocks(node):
                 yield from _imports(block)
+
+
+def scopes_within(nodes: Iterable[ast.stmt], line: int) -> tuple[Scope, ...]:
+    """The functions and classes among ``nodes`` (and inside them) that contain ``line``, outermost first."""
+    found: list[Scope] = []
+    statements = list(nodes)
+    while statements:
+        node = next((n for n in statements if n.lineno <= line <= (n.end_lineno or n.lineno)), None)
+        if node is None:
+            break
+        if isinstance(node, SCOPES):
+            found.append(node)
+        statements = [s for block, _ in blocks(node) for s in block]
+    return tuple(found)
+

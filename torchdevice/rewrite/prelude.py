@@ -1,4 +1,4 @@
-"""The module helper naming the accelerator, and ``import torch``, added once per rewritten file where needed.
+"""The module helper naming the accelerator, added once per rewritten file where needed.
 
 The helper is ``_DEVICE = torch.accelerator.current_accelerator(check_available=True) or torch.device("cpu")``
 (the module's own name for torch): the accelerator present (CUDA, MPS, XPU...) or the CPU. It goes
@@ -36,7 +36,7 @@ def helper_name(source: str) -> tuple[str, bool]:
 
 
 def placement(statements: Sequence[Statement], first_use: int, docstring: bool) -> int:
-    """Index of the top-level statement the prelude follows (-1: the top of the file).
+    """Index of the top-level statement the helper follows (-1: the top of the file).
 
     After the last import before the statement at ``first_use`` and after the first unconditional
     ``import torch``; after the module docstring at least.
@@ -46,15 +46,11 @@ def placement(statements: Sequence[Statement], first_use: int, docstring: bool) 
     return after if torch is None else max(after, torch)
 
 
-def prelude(forms: Forms, helper: str | None, import_torch: bool, newline: str, top: bool) -> str:
-    """The text to insert after a statement (before the first one where ``top``): ``import torch`` and the
-    helper definition, as asked, set off by blank lines."""
-    parts = [f"import torch{newline}"] if import_torch else []
-    if helper is not None:
-        definition = f"{helper} = {forms.idiom_code}{newline}"
-        parts.append(definition if top and not parts else newline + definition)
-    text = "".join(parts)
-    return text + newline if top and text else text
+def prelude(forms: Forms, helper: str, newline: str, top: bool) -> str:
+    """The helper definition to insert after a statement (before the first one where ``top``), set off by blank
+    lines."""
+    definition = f"{helper} = {forms.idiom_code}{newline}"
+    return definition + newline if top else newline + definition
 
 
 class Inline(cst.CSTTransformer):

@@ -82,7 +82,8 @@ class RewriteRule:
     """One CUDA-specific construct: its device-agnostic replacement, or why it is left and reported."""
 
     name: str
-    """Unique; the golden fixtures of the rule are ``tests/rewrite/fixtures/<name>*.in.py``."""
+    """Unique; the golden fixtures of the rule are ``tests/rewrite/fixtures/<module>/<name>*.in.py``, ``<module>``
+    the module of ``torchdevice/rewrite/rules/`` applying it."""
     code: str
     """Unique ``TD`` and three digits: how users select, ignore and recognise the rule."""
     kind: Kind

@@ -1,9 +1,10 @@
 """Rewrite the source text of one module.
 
 The module is outlined with ``ast`` (fast); only the units that mention something to rewrite are
-parsed with libcst, transformed by one :class:`~torchdevice.rewrite.transform.Rewriter` in textual
-order, and spliced back. Text outside rewritten units is kept byte for byte. The accelerator helper
-(and ``import torch`` where the module has none) is added last, where the rewritten code needs it.
+parsed with libcst, transformed by one :class:`~torchdevice.rewrite.rewriter.Rewriter` in textual
+order, and spliced back. Text outside rewritten units is kept byte for byte. The accelerator helper is
+added last, where the rewritten code needs it, and ``import torch`` (by LibCST's ``AddImportsVisitor``)
+where the module has none.
 """
 
 from __future__ import annotations
@@ -14,16 +15,19 @@ from dataclasses import dataclass
 from typing import cast
 
 import libcst as cst
+from libcst.codemod import CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor, ImportItem
 
-from torchdevice.rewrite.base import Note
 from torchdevice.rewrite.facts import Facts
+from torchdevice.rewrite.facts.names import ImportMap
 from torchdevice.rewrite.forms import Forms, preferred_quote
-from torchdevice.rewrite.imports import ImportMap, RemoveImports
+from torchdevice.rewrite.imports import RemoveImports
 from torchdevice.rewrite.outline import Outline, Unit, outline, outline_cst, parse_ast, split_lines
 from torchdevice.rewrite.prelude import Inline, helper_name, placement, prelude
-from torchdevice.rewrite.rules import RuleSet
+from torchdevice.rewrite.rewriter import Rewriter
+from torchdevice.rewrite.ruleset import RuleSet
 from torchdevice.rewrite.selection import Selection, suppressions
-from torchdevice.rewrite.transform import Rewriter
+from torchdevice.rewrite.state import Note, Rewrite
 
 _WRAPPER = "if True:"
 """Parses the statements of a block on their own (followed by the file's newline)."""
@@ -62,50 +66,54 @@ def rewrite_source(source: str, rules: RuleSet, selection: Selection | None = No
         imports.add_ast(node)
     facts = Facts(shape, imports, rules, source)
     helper, defined = helper_name(source)
-    inline = facts.module_torch is None and facts.alias is not None  # torch imported, but not at module level
-    forms = Forms(facts.alias or "torch", None if inline else helper, shape.indent, preferred_quote(source))
-    rewriter = Rewriter(rules, facts, forms, selection or Selection(), suppressions(lines))
+    inline = facts.torch.statement is None and facts.torch.alias is not None  # torch imported, but not at module level
+    forms = Forms(facts.torch.alias or "torch", None if inline else helper, shape.indent, preferred_quote(source))
+    rw = Rewrite(rules, facts, forms, selection or Selection(), suppressions(lines))
+    rewriter = Rewriter(rw)
     codes: dict[Unit, str] = {}
     importing: dict[Unit, cst.Module] = {}  # units whose imports may go once all their uses are rewritten
     gate = rules.check("version-gate")
     for unit in shape.units:
-        fallback = facts.gate(unit)
+        fallback = facts.gates.fallback_of(unit)
         if fallback is not None:  # the CUDA branch of a choice between torch releases
             text = lines[unit.start - 1]
-            rewriter.note_at(unit.start, len(text) - len(text.lstrip()) + 1, gate,
+            rw.note_at(unit.start, len(text) - len(text.lstrip()) + 1, gate,
                              f"the fallback of `if {ast.unparse(fallback.test)}:`: {gate.doc}")
             continue
         module = _parse(wrapper + "".join(lines[unit.start - 1 : unit.end]) if unit.indented else
                         "".join(lines[unit.start - 1 : unit.end]), unit)
-        rewriter.start_unit(unit, module)
+        rw.start_unit(unit, module)
         new = module.visit(rewriter)
-        if rewriter.imported:
+        if rw.imported:
             importing[unit] = new
-        elif rewriter.changed:
+        elif rw.changed:
             codes[unit] = _unit_code(new, unit, set(), wrapper)  # only text is kept: a unit's tree is large
-    removable = rewriter.removable_imports()
+    removable = rw.removable_imports()
     codes.update((unit, _unit_code(module, unit, removable, wrapper)) for unit, module in importing.items())
     prelude_at = None
     if not inline and not defined:
-        prelude_at = _prelude(codes, lines, shape, facts, forms, helper, newline, wrapper)
+        prelude_at = _prelude(codes, lines, shape, forms, helper, newline, wrapper)
+    import_torch = facts.torch.alias is None and any(
+        _count_torch(text) > _count_torch("".join(lines[unit.start - 1 : unit.end])) for unit, text in codes.items())
     out = list(lines)
     for unit, text in codes.items():
         out[unit.start - 1 : unit.end] = [text] + [""] * (unit.end - unit.start)  # line numbers stay valid
     if prelude_at is not None:
         out.insert(*prelude_at)
     code = "".join(out)
+    if import_torch:
+        code = _import_torch(code)
     if code != source:
         _verify(code, checked)
-    notes = tuple(sorted(set(rewriter.notes), key=lambda n: (n.line, n.column, n.code)))
-    return Rewritten(code, notes, dict(+rewriter.sites))
+    notes = tuple(sorted(set(rw.notes), key=lambda n: (n.line, n.column, n.code)))
+    return Rewritten(code, notes, dict(+rw.sites))
 
 
 def _prelude(
-    codes: dict[Unit, str], lines: list[str], shape: Outline, facts: Facts, forms: Forms, helper: str,
-    newline: str, wrapper: str,
+    codes: dict[Unit, str], lines: list[str], shape: Outline, forms: Forms, helper: str, newline: str, wrapper: str,
 ) -> tuple[int, str] | None:
-    """Where to insert what: the helper where the rewritten units use it (unless the idiom is written at its
-    only use instead), and ``import torch`` where the module has none and the rewritten code needs it."""
+    """Where to insert the helper definition: where the rewritten units use it (unless the idiom is written at its
+    only use instead)."""
     uses = {unit: len(re.findall(rf"\b{helper}\b", text)) for unit, text in codes.items()}
     if sum(uses.values()) == 1:
         unit = next(u for u, n in uses.items() if n)
@@ -114,17 +122,29 @@ def _prelude(
         if not inlined.failed:
             codes[unit] = _unit_code(module, unit, set(), wrapper)
             uses[unit] = 0
-    imported = {unit for unit, text in codes.items() if facts.alias is None and
-                _count_torch(text) > _count_torch("".join(lines[unit.start - 1 : unit.end]))}
-    needs = [unit.top for unit in codes if uses[unit] or unit in imported]
+    needs = [unit.top for unit in codes if uses[unit]]
     if not needs:
         return None
     tree = shape.tree
     docstring = tree is not None and bool(tree.body) and isinstance(tree.body[0], ast.Expr) and \
         isinstance(tree.body[0].value, ast.Constant) and isinstance(tree.body[0].value.value, str)
     after = placement(shape.statements, min(needs), docstring)
-    text = prelude(forms, helper if any(uses.values()) else None, bool(imported), newline, after < 0)
+    text = prelude(forms, helper, newline, after < 0)
     return (shape.statements[after].end if after >= 0 else shape.statements[0].start - 1), text
+
+
+def _import_torch(code: str) -> str:
+    """``code`` with ``import torch`` added, by LibCST's ``AddImportsVisitor`` (at the end of the module's first
+    block of imports); only for the rare module that uses torch nowhere before its rewrite."""
+    module = cst.parse_module(code)
+    header = list(module.header)
+    comments = len(header) - next((i for i, line in enumerate(reversed(header)) if line.comment), len(header))
+    if module.body and comments < len(header):
+        # the blank lines after the header's comments go with the code, as they did after a removed import
+        first = module.body[0]
+        module = module.with_changes(header=header[:comments], body=[
+            first.with_changes(leading_lines=[*header[comments:], *first.leading_lines]), *module.body[1:]])
+    return module.visit(AddImportsVisitor(CodemodContext(), [ImportItem("torch")])).code
 
 
 def _count_torch(text: str) -> int:

@@ -1,42 +1,36 @@
-"""What the parts of the rewriter share: the rules, the module's facts, the expressions it writes, where
-each node is, whether an accelerator is present there, and what it reports."""
+"""What the rules of one rewrite share: the module's facts, what is known about the node being visited, the
+marks rules leave on the unit's nodes for each other, and what is reported."""
 
 from __future__ import annotations
 
 import ast
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import libcst as cst
+import libcst.matchers as m
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-from torchdevice.rewrite.facts import Facts, Holder, scopes_within
+from torchdevice.rewrite.facts import Facts
+from torchdevice.rewrite.facts.devices import Holder
+from torchdevice.rewrite.facts.names import ImportMap, root_name
 from torchdevice.rewrite.forms import Forms
-from torchdevice.rewrite.imports import ImportMap, root_name
-from torchdevice.rewrite.outline import Scope, Unit
+from torchdevice.rewrite.outline import Scope, Unit, scopes_within
 from torchdevice.rewrite.rule import RewriteRule
-from torchdevice.rewrite.rules import RuleSet, ValueRule
+from torchdevice.rewrite.ruleset import RuleSet, ValueRule
 from torchdevice.rewrite.selection import Selection, suppressed
-from torchdevice.rewrite.syntax import code, ends_block
+from torchdevice.rewrite.syntax import code, ends_block, held_name
 
 
 @dataclass(frozen=True)
-class Context:
+class Expected:
     """A place where a value of ``rule`` is expected, how to write it there (``object``, ``string``), and
     whether a device index is dropped there (``map_location``: see ``RewriteRule.unindexed``)."""
 
     rule: ValueRule
     form: str
     unindexed: bool = False
-
-
-_BINDS: dict[type[cst.CSTNode], str] = {
-    cst.AssignTarget: "target", cst.AugAssign: "target", cst.AnnAssign: "target", cst.For: "target",
-    cst.CompFor: "target", cst.Param: "name", cst.FunctionDef: "name", cst.ClassDef: "name", cst.AsName: "name",
-    cst.Arg: "keyword", cst.Attribute: "attr",
-}
-"""The field of a node that holds a name it binds or names without reading it."""
 
 
 @dataclass(frozen=True)
@@ -49,46 +43,73 @@ class Note:
     message: str
 
 
+@dataclass
+class Marks:
+    """What rules learn top-down about the original nodes of one unit, for the rules rewriting them bottom-up.
+
+    Keyed by the nodes themselves (libcst nodes hash by identity, and a key keeps its node alive); a new
+    ``Marks`` per unit.
+    """
+
+    expected: dict[cst.CSTNode, Expected] = field(default_factory=dict)
+    """Where a device or backend value is expected (the first mark wins)."""
+    kept: set[cst.CSTNode] = field(default_factory=set)
+    """CUDA checks left as they are (a CUDA-only branch needs them, a requirement)."""
+    ours: set[cst.CSTNode] = field(default_factory=set)
+    """Nodes that are part of a rewrite already decided (no report of their own)."""
+    launches: dict[cst.CSTNode, RewriteRule] = field(default_factory=dict)
+    """Counts of accelerators a launcher starts that many processes of."""
+    indices: dict[cst.CSTNode, RewriteRule] = field(default_factory=dict)
+    """Integer device indices where a device is expected."""
+    guarded_lines: set[cst.CSTNode] = field(default_factory=set)
+    """Statement lines to put under ``if <accelerator available>:``."""
+
+
+_BINDS: dict[type[cst.CSTNode], str] = {
+    cst.AssignTarget: "target", cst.AugAssign: "target", cst.AnnAssign: "target", cst.For: "target",
+    cst.CompFor: "target", cst.Param: "name", cst.FunctionDef: "name", cst.ClassDef: "name", cst.AsName: "name",
+    cst.Arg: "keyword", cst.Attribute: "attr",
+}
+"""The field of a node that holds a name it binds or names without reading it."""
+
+
 class _Chains(cst.CSTVisitor):
     """The longest names and attribute chains of an expression that resolve to a qualified name."""
 
-    def __init__(self, rewriter: RewriterBase) -> None:
+    def __init__(self, imports: ImportMap) -> None:
         super().__init__()
-        self.rewriter = rewriter
+        self.imports = imports
         self.found: list[tuple[cst.BaseExpression, str]] = []
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
-        qualified = self.rewriter.imports.resolve(node)
+        qualified = self.imports.resolve(node)
         if qualified is not None:
             self.found.append((node, qualified))
             return False
         return True
 
     def visit_Name(self, node: cst.Name) -> None:
-        qualified = self.rewriter.imports.resolve(node)
+        qualified = self.imports.resolve(node)
         if qualified is not None:
             self.found.append((node, qualified))
 
 
-class RewriterBase(cst.CSTTransformer):
-    """State of one rewrite: what lasts for the file, and what is keyed by the nodes of one unit.
+class Rewrite:
+    """The state of one module's rewrite: what lasts for the file, and what is known about the current unit.
 
-    What encloses the node being visited is the traversal's own path (``ancestors``), the same answer as
-    LibCST's ``ParentNodeProvider`` without a second walk of every unit (resolving it per unit cost a quarter
-    more CPU time over transformers' CUDA files, and three fifths with ``ExpressionContextProvider``).
+    What encloses the node being visited is the traversal's own path (``path``), the same answer as LibCST's
+    ``ParentNodeProvider`` without a second walk of every unit (resolving it per unit cost a quarter more CPU
+    time over transformers' CUDA files).
     """
 
     def __init__(self, rules: RuleSet, facts: Facts, forms: Forms, selection: Selection,
                  suppressions: dict[int, frozenset[str] | None]) -> None:
-        super().__init__()
         self.rules, self.facts, self.forms = rules, facts, forms
         self.selection, self.suppressions = selection, suppressions
         self.imports: ImportMap = facts.imports
         self.notes: list[Note] = []
         self.sites: Counter[str] = Counter()
         """Code -> how many sites were rewritten."""
-        self.receivers: dict[str, RewriteRule] = {}
-        """Source of names bound to objects whose methods are guarded (events) -> the rule creating them."""
         self.namespace_names: set[str] = set()
         """Local names an import binds to something with a rule (``autocast``)."""
         self.uses: Counter[str] = Counter()
@@ -96,46 +117,22 @@ class RewriterBase(cst.CSTTransformer):
         self.guards_by_text: dict[str, bool | None] = {}
         self.groups: dict[str, str | None] = {}
         """Rule group -> why it is left in this module (None: rewritten)."""
-        self.unit = Unit(0, 0, 0, False)
-        self.module = cst.Module([])
-        self.start_unit(self.unit, self.module)
+        self.start_unit(Unit(0, 0, 0, False), cst.Module([]))
 
     def start_unit(self, unit: Unit, module: cst.Module) -> None:
-        """Forget what is keyed by node identity (``id()`` of original nodes): the previous unit's nodes may be gone."""
+        """Begin the unit ``unit``, parsed as ``module``."""
         self.unit, self.module, self.offset = unit, module, unit.start - 1 - unit.indented
         self.forms.forget()
+        self.marks = Marks()
         self.positions: Mapping[cst.CSTNode, CodeRange] | None = None
-        self.contexts: dict[int, Context] = {}
-        self.references: dict[int, str] = {}
-        self.kept: set[int] = set()
-        """Original nodes left as they are (CUDA checks a CUDA-only branch needs, version gates)."""
-        self.ours: set[int] = set()
-        """Original nodes that are part of a rewrite already decided (no report of their own)."""
-        self.finishing: set[int] = set()
-        self.unit_accelerated = self.facts.accelerated(unit.conditions)
+        self.unit_accelerated = self.facts.guards.accelerated(unit.conditions)
         """Do the conditions around the unit hold only with an accelerator?"""
-        self.launch_values: dict[int, RewriteRule] = {}
-        self.index_args: dict[int, RewriteRule] = {}
-        self.guard_lines: set[int] = set()
-        self.guards: set[int] = set()
-        self.parenthesized: set[int] = set()
         self.changed = False  # a node of this unit was replaced
         self.path: list[cst.CSTNode] = []
         """The original nodes from the unit's module down to the node being visited."""
         self.imported = False  # this unit imports a name from a rewritten namespace
 
-    # --- traversal hooks ---------------------------------------------------------------------------------
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        self.path.append(node)
-        return super().on_visit(node)
-
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):
-        result = super().on_leave(original_node, updated_node)
-        self.path.pop()
-        if result is not updated_node:
-            self.changed = True
-        return result
+    # --- where the node being visited is --------------------------------------------------------------
 
     @property
     def accelerated(self) -> bool:
@@ -160,8 +157,6 @@ class RewriterBase(cst.CSTTransformer):
                     return True
         return False
 
-    # --- where nodes are -----------------------------------------------------------------------------------
-
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
         """The node enclosing ``node``, an original node on the path being visited (None for the module)."""
         for i in range(len(self.path) - 1, 0, -1):
@@ -174,8 +169,8 @@ class RewriterBase(cst.CSTTransformer):
         child: cst.CSTNode = node
         for parent in reversed(self.path[:-1]):
             if not isinstance(parent, (cst.Tuple, cst.List, cst.BaseElement)):  # (a, b) = ...
-                field = _BINDS.get(type(parent))
-                return field is None or getattr(parent, field) is not child
+                found = _BINDS.get(type(parent))
+                return found is None or getattr(parent, found) is not child
             child = parent
         return True
 
@@ -209,9 +204,9 @@ class RewriterBase(cst.CSTTransformer):
     def holder(self, node: cst.CSTNode, given: bool = False) -> Holder | None:
         """The program's own name for its device where ``node`` is, if it has one; ``given``: ``node`` is a device
         that goes straight into torch, where the enclosing function's device parameter can stand for it."""
-        if not self.facts.holders and not (given and self.facts.parameters):
+        if not self.facts.devices.holders and not (given and self.facts.devices.parameters):
             return None
-        return self.facts.holder_at(self.span(node)[0], self.scopes(node), given)
+        return self.facts.devices.at(self.span(node)[0], self.scopes(node), given)
 
     def namable(self, node: cst.CSTNode, in_string: bool = False) -> bool:
         """Can the accelerator be named at ``node``? Not where torch is imported only after it runs, nor in an
@@ -227,21 +222,91 @@ class RewriterBase(cst.CSTTransformer):
 
     def torch_ready(self, node: cst.CSTNode) -> bool:
         """Is torch imported where ``node`` runs?"""
-        return self.facts.torch_ready(self.unit, self.unit.scopes) or self.facts.torch_ready(
+        return self.facts.torch.ready(self.unit, self.unit.scopes) or self.facts.torch.ready(
             self.unit, self.scopes(node))
+
+    # --- what code means ---------------------------------------------------------------------------------
 
     def guard_of(self, test: cst.BaseExpression) -> bool | None:
         """``Facts.guard_of`` for a libcst expression (remembered by its text for the file)."""
         text = code(test)
         if text not in self.guards_by_text:
             tree = None
-            if any(word in text for word in self.facts.guard_words):
+            if any(word in text for word in self.facts.guards.words):
                 try:
                     tree = ast.parse(f"(\n{text}\n)", mode="eval")
                 except SyntaxError:
                     pass
-            self.guards_by_text[text] = None if tree is None else self.facts.guard_of(tree.body)
+            self.guards_by_text[text] = None if tree is None else self.facts.guards.guard_of(tree.body)
         return self.guards_by_text[text]
+
+    def chains(self, node: cst.CSTNode) -> list[tuple[cst.BaseExpression, str]]:
+        """The names and attribute chains in ``node`` that resolve to qualified names, with them."""
+        visitor = _Chains(self.imports)
+        node.visit(visitor)
+        return visitor.found
+
+    def counts(self, node: cst.BaseExpression) -> bool:
+        """Is ``node`` a call counting the accelerators (``torch.cuda.device_count()``)?"""
+        return isinstance(node, cst.Call) and not node.args and \
+            (self.imports.resolve(node.func) or "") in self.facts.guards.counts
+
+    def available_calls(self, test: cst.BaseExpression, counts: bool = False) -> list[cst.Call]:
+        """The CUDA availability checks in ``test`` (and, with ``counts``, the counts of accelerators)."""
+        wanted = {self.rules.available.match} | (self.facts.guards.counts if counts else set())
+        return [c for c in m.findall(test, m.Call()) if isinstance(c, cst.Call)
+                and self.imports.resolve(c.func) in wanted]
+
+    def group_left(self, group: str) -> str | None:
+        """Why the rules of ``group`` stay in this module (a member that cannot be rewritten, or is off)."""
+        if group not in self.groups:
+            members = self.rules.groups[group]
+            off = [r.code for r in members if not self.selection.enabled(r.code)]
+            commented = any(codes is None or any(r.code.startswith(c) for c in codes for r in members)
+                            for codes in self.suppressions.values())
+            self.groups[group] = (
+                f"{', '.join(off)} not selected" if off else
+                "a `# torchdevice: ignore` comment keeps one of them" if commented else
+                self.facts.groups.blocker(group)
+            )
+        return self.groups[group]
+
+    def index_like(self, value: cst.BaseExpression) -> bool:
+        """Is ``value`` a device index: an integer, or a name that holds one (``local_rank``, ``args.gpu``)?"""
+        index = self.rules.index
+        return index is not None and (isinstance(value, cst.Integer) or isinstance(value, (cst.Name, cst.Attribute))
+                                      and index.holds(held_name(value)))
+
+    # --- what rules leave for each other ------------------------------------------------------------------
+
+    def expect(self, node: cst.BaseExpression, rule: ValueRule, form: str, place: str | None = None) -> None:
+        """A value of ``rule`` is expected at ``node``, given to or kept under ``place`` (a name)."""
+        self.marks.expected.setdefault(node, Expected(rule, form, rule.drops_index(place)))
+
+    def guard(self, original: cst.Call, new: cst.Call, fallback: str | None) -> cst.BaseExpression:
+        """Make a call that needs an accelerator give ``fallback`` where there is none.
+
+        Nothing is needed where the code runs only with an accelerator. A statement made of the call (or a
+        chain of calls on its result) is put under ``if <accelerator available>:`` (by the ``guards`` rule);
+        any other call becomes ``(call if <accelerator available> else fallback)``.
+        """
+        if fallback is None or self.accelerated:
+            return new
+        line = self.statement(original)
+        if line is not None:
+            self.marks.guarded_lines.add(line)
+            return new
+        return self.forms.guarded(new, self.forms.available(self.rules.available), fallback)
+
+    def rewritten(self, reference: cst.BaseExpression) -> None:
+        """A reference to a name an import binds was rewritten (the import may go when all are)."""
+        root = root_name(reference)
+        if root in self.namespace_names:
+            self.rewritten_uses[root] += 1
+
+    def removable_imports(self) -> set[str]:
+        """Names imported from a rewritten namespace whose every use was rewritten."""
+        return {n for n, k in self.rewritten_uses.items() if k and self.uses[n] == k}
 
     # --- what is allowed, what is reported --------------------------------------------------------------
 
@@ -274,31 +339,3 @@ class RewriterBase(cst.CSTTransformer):
         rule = self.rules.check(analysis)
         self.note(node, rule, f"{what}: {rule.doc}")
 
-    def mark(self, node: cst.BaseExpression, rule: ValueRule, form: str, place: str | None = None) -> None:
-        """A value of ``rule`` is expected at ``node``, given to or kept under ``place`` (a name)."""
-        self.contexts.setdefault(id(node), Context(rule, form, rule.drops_index(place)))
-
-    def rewritten(self, reference: cst.BaseExpression) -> None:
-        """A reference to a name an import binds was rewritten (the import may go when all are)."""
-        root = root_name(reference)
-        if root in self.namespace_names:
-            self.rewritten_uses[root] += 1
-
-    def removable_imports(self) -> set[str]:
-        """Names imported from a rewritten namespace whose every use was rewritten."""
-        return {n for n, k in self.rewritten_uses.items() if k and self.uses[n] == k}
-
-    def unparenthesized(self, holder):
-        """Drop the parentheses of a guard or idiom that is a whole argument, assigned value or returned value."""
-        value = holder.value
-        if value is None:
-            return holder
-        if id(value) in self.parenthesized:
-            return holder.with_changes(value=value.with_changes(lpar=(), rpar=()))
-        return holder.with_changes(value=self.forms.bare(value))
-
-    def chains(self, node: cst.CSTNode) -> list[tuple[cst.BaseExpression, str]]:
-        """The names and attribute chains in ``node`` that resolve to qualified names, with them."""
-        visitor = _Chains(self)
-        node.visit(visitor)
-        return visitor.found

@@ -1,0 +1,24 @@
+"""What every rule is: hooks named as libcst's (``visit_Call(node)``, ``leave_Call(original, updated)``) on
+the state of the rewrite they share."""
+
+from __future__ import annotations
+
+from torchdevice.rewrite.state import Rewrite
+
+
+class Rule:
+    """One kind of rewrite rule (``catalog/overlays/rewrite.yaml``), applied by ``rewriter.Rewriter`` in the one
+    traversal of each unit, in the order of ``RULES``.
+
+    ``visit_<Node>(node)`` runs top-down (False: do not enter ``node``; the other rules still see ``node``
+    itself); ``leave_<Node>(original, updated)`` runs bottom-up and gets what the rules before it made of
+    the node. What rules learn on the way down for the way up goes in ``self.rw.marks``.
+    """
+
+    kinds: tuple[str, ...] = ()
+    """The kinds of rule it applies (for ``check`` rules, their analyses); their golden fixtures are in
+    ``tests/rewrite/fixtures/<module>/``, the module named as the rule's."""
+
+    def __init__(self, rw: Rewrite) -> None:
+        self.rw = rw
+        self.rules = rw.rules
