@@ -22,6 +22,13 @@ from torchdevice.runtime.report import log, redirects
 from torchdevice.runtime.residence import Ledger, device_index, mark_of
 
 
+class _Selected(threading.local):
+    """This thread's current emulated device (``torch.cuda.set_device``); a class default, as a thread-local
+    attribute missing in a thread costs a caught ``AttributeError`` on every read."""
+
+    index = 0
+
+
 class Redirect:
     """What ``"cuda"`` means now (the target, for each of the ``emulated`` CUDA devices) and how often each
     op was redirected."""
@@ -34,8 +41,7 @@ class Redirect:
         self.types = TypeMap(target, emulated)
         self.route = f"cuda->{target.type}"
         self.ledger = Ledger(emulated)
-        self.selected = threading.local()
-        """``index``: this thread's current emulated device (``torch.cuda.set_device``)."""
+        self.selected = _Selected()
         self._indices: dict[Any, int | None] = {}
         self.generators = _generators(target, emulated)
         self.hits: list[int] = []
@@ -92,7 +98,7 @@ class Redirect:
 
     def current(self) -> int:
         """This thread's current emulated device."""
-        return getattr(self.selected, "index", 0)
+        return self.selected.index
 
     def index(self, value: Any) -> int:
         """The emulated device a CUDA device value names: its index, else the current device."""
