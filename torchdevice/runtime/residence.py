@@ -29,14 +29,6 @@ PINNED = -1
 """The mark of host memory pinned by ``pin_memory()``."""
 
 
-def storage_of(t: Any) -> Any:
-    """``t``'s storage object, or None where it has none (sparse, nested, meta and wrapper tensors)."""
-    try:
-        return t.untyped_storage()
-    except (RuntimeError, NotImplementedError, TypeError, AttributeError):
-        return None
-
-
 def mark_of(t: torch.Tensor) -> int | None:
     """The emulated device index ``t`` lives on, :data:`PINNED`, or None for ordinary host memory."""
     try:
@@ -62,20 +54,23 @@ class Ledger:
 
     def mark(self, t: Any, index: int) -> Any:
         """Mark the storage of tensor (or storage) ``t`` as on device ``index``; return ``t``. A storage
-        already marked keeps its mark (it was born elsewhere and handed back unchanged)."""
-        storage = t if isinstance(t, torch.UntypedStorage) else storage_of(t)
-        if storage is None:
+        already marked keeps its mark (it was born elsewhere and handed back unchanged). On the path of every
+        factory asked for CUDA: written for speed."""
+        try:
+            storage = t.untyped_storage()
+        except AttributeError:  # a storage itself
+            storage = t
+        except (RuntimeError, NotImplementedError, TypeError):  # none: sparse, nested, meta, wrapper tensors
             return t
         attributes = storage.__dict__
-        if MARK in attributes:
-            return t
-        attributes[MARK] = index
-        if index >= 0:
-            nbytes = storage.nbytes()
-            self._live[weakref.ref(storage, self._released)] = (index, nbytes)
-            allocated = self.allocated[index] = self.allocated[index] + nbytes
-            if allocated > self.peak[index]:
-                self.peak[index] = allocated
+        if MARK not in attributes:
+            attributes[MARK] = index
+            if index >= 0:
+                nbytes = storage.nbytes()
+                self._live[weakref.ref(storage, self._released)] = (index, nbytes)
+                allocated = self.allocated[index] = self.allocated[index] + nbytes
+                if allocated > self.peak[index]:
+                    self.peak[index] = allocated
         return t
 
     def reset_peak(self, index: int) -> None:
