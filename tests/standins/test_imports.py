@@ -134,3 +134,24 @@ def test_dropout_applies_whenever_asked(standin):
     torch.manual_seed(1)
     a = attn(q, q, q, dropout_p=0.5)
     assert not torch.allclose(a, attn(q, q, q)) and torch.isfinite(a).all()
+
+
+@pytest.mark.parametrize(("lengths_q", "lengths_k", "causal", "heads_k"), [
+    ([3, 0, 5], [3, 0, 5], True, 4), ([3, 2, 5], [4, 1, 6], False, 2), ([1, 7], [1, 7], True, 1)],
+    ids=["causal-with-an-empty-sequence", "cross-attention", "causal-mqa"])
+def test_varlen_one_sequence_at_a_time_equals_attention_per_sequence(standin, lengths_q, lengths_k, causal, heads_k):
+    """On the CPU, plain varlen attention runs sequence by sequence (no padded copies): each sequence's output is
+    what attention over that sequence alone gives."""
+    torch.manual_seed(0)
+    cu_q, cu_k = (torch.tensor([0, *torch.tensor(n).cumsum(0).tolist()], dtype=torch.int32) for n in (lengths_q,
+                                                                                                  lengths_k))
+    q = torch.randn(sum(lengths_q), 4, 16)
+    k, v = torch.randn(sum(lengths_k), heads_k, 16), torch.randn(sum(lengths_k), heads_k, 16)
+    out = standin("flash_attn.flash_attn_varlen_func")(q, k, v, cu_q, cu_k, max(lengths_q), max(lengths_k),
+                                                      causal=causal)
+    attn = standin("flash_attn.flash_attn_func")
+    for i, n_q in enumerate(lengths_q):
+        if n_q:
+            alone = attn(q[None, cu_q[i]:cu_q[i + 1]], k[None, cu_k[i]:cu_k[i + 1]], v[None, cu_k[i]:cu_k[i + 1]],
+                         causal=causal)[0]
+            torch.testing.assert_close(out[cu_q[i]:cu_q[i + 1]], alone, rtol=1e-5, atol=1e-6)

@@ -1,6 +1,11 @@
 """The attention every stand-in computes: layout ``(batch, seqlen, heads, headdim)``, masks built once as
-tensors (never a Python loop per sequence or per row), :func:`torch.nn.functional.scaled_dot_product_attention`
-wherever the semantics allow it, an explicit softmax where they do not (``softcap``, attention probabilities).
+tensors (never a Python loop per row), :func:`torch.nn.functional.scaled_dot_product_attention` wherever the
+semantics allow it, an explicit softmax where they do not (``softcap``, attention probabilities).
+
+Packed variable-length batches are padded into one batch (:func:`attend`), except on the CPU where plain
+causal or full attention needs no mask: there :func:`attend_each` runs one sequence at a time, as
+flash-attn's kernels do, without the padded copies (fresh memory on every call, which cost more than the
+attention itself: ``python -m bench standins``).
 """
 
 from __future__ import annotations
@@ -89,3 +94,16 @@ def attend(q: Tensor, k: Tensor, v: Tensor, scores: Scores, *, scale: float | No
     if not probabilities:
         return out, None, None
     return out, lse.masked_fill(empty, float("inf")), p.to(q.dtype)
+
+
+def attend_each(q: Tensor, k: Tensor, v: Tensor, lengths_q: list[int], lengths_k: list[int], *, causal: bool,
+                scale: float | None, dropout_p: float = 0.0) -> Tensor:
+    """Packed sequences ``(total, heads, headdim)`` of ``lengths_q``/``lengths_k`` tokens, one at a time: full
+    attention, or causal where each query sequence is as long as its key sequence (flash-attn aligns the
+    causal mask bottom-right, which is top-left for square blocks). ``out`` like ``q``."""
+    enable_gqa = q.shape[1] != k.shape[1]
+    outs = [F.scaled_dot_product_attention(a.transpose(0, 1), b.transpose(0, 1), c.transpose(0, 1),
+                                           dropout_p=dropout_p, is_causal=causal, scale=scale,
+                                           enable_gqa=enable_gqa).transpose(0, 1)
+            for a, b, c in zip(q.split(lengths_q), k.split(lengths_k), v.split(lengths_k), strict=True)]
+    return torch.cat(outs) if outs else q.new_empty(0, q.shape[1], v.shape[2])

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from torchdevice.runtime.report import record_standin
-from torchdevice.standins.attention import Scores, alibi, attend, band
+from torchdevice.standins.attention import Scores, alibi, attend, attend_each, band
 
 
 def _scores(rows: Tensor, cols: Tensor, offset: Tensor | int, causal: bool, window_size: Sequence[int],
@@ -93,6 +93,13 @@ def _varlen(name: str, q: Tensor, k: Tensor, v: Tensor, cu_seqlens_q: Tensor, cu
     if block_table is not None:
         raise ValueError(f"{name}: block_table (a paged KV cache) is not covered by torchdevice's stand-in; "
                          "pass contiguous k and v")
+    if q.device.type == "cpu" and alibi_slopes is None and softcap == 0 and not return_attn_probs and (
+            window_size[0] < 0 and (causal or window_size[1] < 0)):
+        lengths_q = (cu_seqlens_q[1:] - cu_seqlens_q[:-1]).tolist()
+        lengths_k = lengths_q if cu_seqlens_k is cu_seqlens_q else (cu_seqlens_k[1:] - cu_seqlens_k[:-1]).tolist()
+        if not causal or lengths_q == lengths_k:
+            return attend_each(q, k, v, lengths_q, lengths_k, causal=causal, scale=softmax_scale,
+                               dropout_p=dropout_p)
     pq = _Packing(cu_seqlens_q, int(max_seqlen_q))
     pk = pq if cu_seqlens_k is cu_seqlens_q else _Packing(cu_seqlens_k, int(max_seqlen_k))
     rows = torch.arange(pq.max_seqlen, device=q.device)[:, None]
