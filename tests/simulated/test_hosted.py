@@ -234,3 +234,22 @@ def test_checkpoints_load_onto_the_device_in_every_dtype(tmp_path):
         assert mac[how]["kinds"] == {"mean": ("mps", torch.float32), "scale": ("mps", torch.float64),
                                      "steps": ("mps", torch.int64)}
         torch.testing.assert_close(mac[how]["mixed"], native[how]["mixed"], rtol=0, atol=0)
+
+
+def test_functions_made_of_ops_compute_as_on_the_cpu():
+    """Functions whose ops convert intermediate results to float64 (``torch.quantile`` sorts, then converts
+    the indices) and the usual float64 statistics give the CPU's values; the first, refused on the device
+    midway, runs whole on the host."""
+    def work():
+        x = torch.from_numpy(np.random.default_rng(0).normal(size=(6, 3))).to("cuda")
+        y = torch.from_numpy(np.random.default_rng(1).normal(size=(4, 3))).to("cuda")
+        normal = torch.distributions.Normal(x.mean(0), x.std(0))
+        values = {"quantile": torch.quantile(x, 0.5, dim=0), "cdist": torch.cdist(x, y),
+                  "eigh": torch.linalg.eigh(x.T @ x).eigenvalues, "log_prob": normal.log_prob(y),
+                  "unique": torch.unique(torch.round(x), return_counts=True)[1], "sorted": x[:, 0].sort().indices}
+        return {k: (v.dtype, v.device.type, v.cpu()) for k, v in values.items()}
+
+    native, mac = on_both(work)
+    for key, (dtype, where, value) in mac.items():
+        assert (dtype, where) == (native[key][0], "mps"), key
+        torch.testing.assert_close(value, native[key][2], rtol=1e-12, atol=1e-12)

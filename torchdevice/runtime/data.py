@@ -23,7 +23,7 @@ import torch.serialization
 import torch.utils.data
 
 from torchdevice.runtime.devices import translate_location
-from torchdevice.runtime.hosted import hold
+from torchdevice.runtime.hosted import hold, refused
 from torchdevice.runtime.patching import Patcher
 from torchdevice.runtime.redirect import Redirect
 from torchdevice.runtime.residence import MARK
@@ -59,15 +59,12 @@ def patch(patcher: Patcher, r: Redirect) -> None:
 def _hosted_rebuild(rebuild: Any, r: Redirect) -> Any:
     """``torch._utils._rebuild_tensor_v2`` (every tensor of a checkpoint): a tensor of a storage restored on
     the target in a dtype the target refuses is rebuilt from a host copy of the storage, and hosted."""
-    hosting = r.hosting
-    assert hosting is not None
-
     @functools.wraps(rebuild)
     def rebuild_tensor(storage: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             return rebuild(storage, *args, **kwargs)
         except TypeError as error:
-            if not hosting.refused(error):
+            if not refused(error):
                 raise
             data = storage._untyped_storage
             host = data.clone() if data.device.type == "cpu" else data.cpu()  # a marked host storage: unmarked

@@ -130,54 +130,77 @@ class HostedTensor(torch.Tensor):
             if device in (None, _shown) and dtype in (None, args[0].dtype) and not copy:
                 return args[0]  # already there: as on a Mac, where its device in C++ is the device
         with torch._C.DisableTorchFunctionSubclass():
-            return func(*args, **kwargs)
+            try:
+                return func(*args, **kwargs)
+            except TypeError as error:
+                # a function made of ops (torch.quantile) put a result on the device and converted it to a
+                # dtype the device refuses: without gradients to follow, the whole call runs on the host
+                if not refused(error) or torch.is_grad_enabled() and any(
+                        t.requires_grad for t in tensors((args, kwargs))):
+                    raise
+                record_fallback(f"{getattr(func, '__module__', None) or 'torch'}.{func.__name__}", "cpu",
+                                why="a float64 step the device refuses")
+                return on_host(func, args, kwargs, takes_host=True)
 
     @classmethod
     def __torch_dispatch__(cls, func: torch._ops.OpOverload, types: Any, args: Any = (),  # type: ignore[override]
                            kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        shown = _shown or CPU
-        to_host = func is _aten._to_copy.default and kwargs.get("device") == CPU
-        takes_host = func._opname in _HOST_ARGUMENTS
-        moved: list[tuple[torch.Tensor, torch.Tensor]] = []
-
-        def on_host(x: Any) -> Any:
-            if isinstance(x, HostedTensor):
-                return x.host
-            if isinstance(x, torch.device):
-                return CPU if x == shown else x
-            if not isinstance(x, torch.Tensor):
-                return x
-            if x.device == shown:
-                copy = _aten._to_copy.default(x, device=CPU)
-                moved.append((x, copy))
-                return copy
-            if x.dim() > 0 and not takes_host:
-                raise placement_error(shown)
-            return x
-
-        host_args = tree_map(on_host, args)
-        host_kwargs = {k: tree_map(on_host, v) for k, v in kwargs.items()}
-        value = func(*host_args, **host_kwargs)
+        value = on_host(func, args, kwargs, takes_host=func._opname in _HOST_ARGUMENTS)
         if func.namespace == "aten" and not func.is_view and func._opname not in _BOOKKEEPING:
-            record_fallback(func._name, "cpu", why=f"{_dtypes(args)} not supported on {shown.type.upper()}")
-        if moved:
-            _write_back(func, args, kwargs, moved)
-        returned = {id(copy): original for original, copy in moved}
-        returned.update((id(x.host), x) for x in tensors((args, kwargs)) if isinstance(x, HostedTensor))
+            record_fallback(func._name, "cpu", why=f"{_dtypes(args)} not supported on {(_shown or CPU).type.upper()}")
+        return value
 
-        def placed(x: Any) -> Any:
-            if not isinstance(x, torch.Tensor):
-                return x
-            if id(x) in returned:  # an argument returned (in place, out=): the caller's own tensor
-                return returned[id(x)]
-            if to_host:
-                return x
-            if x.dtype in WIDE:
-                return HostedTensor(x)
-            return _aten._to_copy.default(x, device=shown)
 
-        return tree_map(placed, value)
+def on_host(func: Callable[..., Any], args: Any, kwargs: dict[str, Any], *, takes_host: bool) -> Any:
+    """``func`` run on the host: hosted tensors as their data, device tensors copied (and written back where
+    an aten op writes them), the device as the host; results of the dtypes the device lacks hosted, the
+    others on the device, arguments returned as the caller's own (``takes_host``: host tensors that are not
+    scalars are allowed among the arguments)."""
+    shown = _shown or CPU
+    moved: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def to_host(x: Any) -> Any:
+        if isinstance(x, HostedTensor):
+            return x.host
+        if isinstance(x, torch.device):
+            return CPU if x == shown else x
+        if not isinstance(x, torch.Tensor):
+            return x
+        if x.device == shown:
+            copy = _aten._to_copy.default(x, device=CPU)
+            moved.append((x, copy))
+            return copy
+        if x.dim() > 0 and not takes_host:
+            raise placement_error(shown)
+        return x
+
+    value = func(*tree_map(to_host, args), **{k: tree_map(to_host, v) for k, v in kwargs.items()})
+    if moved and isinstance(func, torch._ops.OpOverload):
+        _write_back(func, args, kwargs, moved)
+    returned = {id(copy): original for original, copy in moved}
+    returned.update((id(x.host), x) for x in tensors((args, kwargs)) if isinstance(x, HostedTensor))
+    leaves_host = func is _aten._to_copy.default and kwargs.get("device") == CPU
+
+    def placed(x: Any) -> Any:
+        if not isinstance(x, torch.Tensor):
+            return x
+        if id(x) in returned:  # an argument returned (in place, out=): the caller's own tensor
+            return returned[id(x)]
+        if leaves_host:
+            return x
+        if x.dtype in WIDE:
+            return HostedTensor(x)
+        return _aten._to_copy.default(x, device=shown)
+
+    return tree_map(placed, value)
+
+
+def refused(error: BaseException) -> bool:
+    """Whether ``error`` is the device of the installation that hosts refusing a dtype."""
+    from torchdevice.fallback.errors import classify  # the fallback package imports this module
+
+    return _shown is not None and classify(error, _shown.type.upper()) == "dtype"
 
 
 _BOOKKEEPING = frozenset({"_to_copy", "copy_", "lift_fresh", "_local_scalar_dense", "clone"})
@@ -232,7 +255,6 @@ class Hosting:
     def __init__(self, device: torch.device) -> None:
         global _shown, _physical
         self.device = torch.device(device.type, 0)
-        self.backend = device.type.upper()
         _shown = self.device
         _physical = self.device if torch.backends.mps.is_available() else CPU
 
@@ -241,18 +263,12 @@ class Hosting:
         global _shown
         _shown = None
 
-    def refused(self, error: BaseException) -> bool:
-        """Whether ``error`` is the device refusing a dtype."""
-        from torchdevice.fallback.errors import classify  # the fallback package imports this module
-
-        return classify(error, self.backend) == "dtype"
-
     def remade(self, error: BaseException, call: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
                device: Any) -> Any:
         """``call(*args, **kwargs)``, which the device refused with ``error``, made on the host with ``device``
         (the device value it was given; ``None``: it was given none) replaced by the host; its result hosted.
         ``error`` is raised again unless it is that refusal and the result has a dtype the device lacks."""
-        if not self.refused(error):
+        if not refused(error):
             raise error
         if device is None:
             kwargs = {**kwargs, "device": CPU}
@@ -268,7 +284,7 @@ class Hosting:
         """``t`` moved to the device as ``dtype``, which the device refused with ``error``: hosted (a copy, in
         the autograd graph)."""
         dtype = dtype or t.dtype
-        if not self.refused(error) or dtype not in WIDE:
+        if not refused(error) or dtype not in WIDE:
             raise error
         if t.requires_grad:
             return _Hold.apply(t, dtype, True)
