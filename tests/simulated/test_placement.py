@@ -145,3 +145,39 @@ def test_optimizers_step_as_on_the_cpu_on_every_path(optimizer, options):
         mac, placed = train()
     assert placed == {True}
     torch.testing.assert_close(mac, native, rtol=1e-6, atol=1e-7)
+
+
+def test_cuda_autocast_casts_device_tensors_as_on_a_mac():
+    """``torch.autocast("cuda")`` on the simulated Mac: CUDA's policy on the device tensors (float16 linear
+    layers, float32 layer norm and loss), host tensors left alone as MPS's autocast leaves them; a GradScaler
+    step gives the CPU target's numbers, which follow the same policy."""
+    def train():
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.Linear(16, 4)).cuda()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        scaler = torch.cuda.amp.GradScaler()
+        x, y = torch.randn(32, 8, device="cuda"), torch.randint(0, 4, (32,), device="cuda")
+        host = torch.randn(2, 8)
+        losses = []
+        for _ in range(3):
+            optimizer.zero_grad()
+            with torch.autocast("cuda"):
+                out = model(x)
+                loss = torch.nn.functional.cross_entropy(out, y)
+                on_host = torch.nn.functional.linear(host, torch.ones(3, 8))
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            losses.append(loss.item())
+        return {"dtypes": (out.dtype, loss.dtype, on_host.dtype), "losses": losses,
+                "weights": [p.detach().cpu() for p in model.parameters()],
+                "after": (torch.is_autocast_enabled("cuda"), torch.is_autocast_enabled("cpu"))}
+
+    with pytest.warns(FutureWarning, match="GradScaler"), torchdevice.installed("cpu"):
+        native = train()
+    with pytest.warns(FutureWarning, match="GradScaler"), torchdevice.installed("mps-sim"):
+        mac = train()
+    assert mac["dtypes"] == (torch.float16, torch.float32, torch.float32)
+    assert native["dtypes"][:2] == mac["dtypes"][:2] and mac["after"] == (False, False)
+    torch.testing.assert_close(mac["losses"], native["losses"], rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(mac["weights"], native["weights"], rtol=1e-3, atol=1e-3)

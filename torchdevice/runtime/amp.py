@@ -14,6 +14,9 @@ A region opened for ``"cuda"`` is CUDA's, as on a GPU:
   that read and set that state are left untranslated: they answer for CUDA;
 - the ops on the target's autocast key follow CUDA's policy while that state is on
   (:mod:`.autocast_policy`); a region opened for ``"cpu"`` alone keeps the CPU's policy.
+
+On the simulated Mac, device tensors are host tensors in C++ and dispatch to ``AutocastCPU``: the policy is
+registered there (casting only device tensors) and a CUDA region turns the CPU's autocast on with it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 import torch
 
 from torchdevice.runtime import autocast_policy
+from torchdevice.runtime.devices import is_simulated
 from torchdevice.runtime.patching import Patcher
 from torchdevice.runtime.redirect import Redirect
 
@@ -51,13 +55,16 @@ def patch(patcher: Patcher, r: Redirect) -> None:
 
     registered: list[bool] = []
     lock = threading.Lock()
+    simulated = is_simulated(r.target)
+    kinds = ("cuda", "cpu") if simulated else ("cuda",)
+    """The autocast states a CUDA region sets: CUDA's, and on the simulated Mac the CPU's (see above)."""
 
     def register_policy() -> None:
         """CUDA's policy kernels, registered when the first CUDA region opens (resolving ~120 aten overloads
         costs ~0.1 s: a program that never autocasts does not pay it); undone by ``uninstall()``."""
         with lock:
             if not registered:
-                autocast_policy.activate(patcher, r.types["cuda"])
+                autocast_policy.activate(patcher, r.types["cuda"], "AutocastCPU" if simulated else None)
                 registered.append(True)
 
     @functools.wraps(autocast_enter)
@@ -65,9 +72,11 @@ def patch(patcher: Patcher, r: Redirect) -> None:
         if hasattr(self, _CUDA) and not torch._jit_internal.is_scripting():
             if not registered:
                 register_policy()
-            setattr(self, _CUDA, (torch._C.is_autocast_enabled("cuda"), torch._C.get_autocast_dtype("cuda")))
-            torch._C.set_autocast_enabled("cuda", self._enabled)
-            torch._C.set_autocast_dtype("cuda", self.fast_dtype)
+            setattr(self, _CUDA, [(kind, torch._C.is_autocast_enabled(kind), torch._C.get_autocast_dtype(kind))
+                                  for kind in kinds])
+            for kind in kinds:
+                torch._C.set_autocast_enabled(kind, self._enabled)
+                torch._C.set_autocast_dtype(kind, self.fast_dtype)
         return autocast_enter(self)
 
     @functools.wraps(autocast_exit)
@@ -77,8 +86,9 @@ def patch(patcher: Patcher, r: Redirect) -> None:
         finally:
             before = getattr(self, _CUDA, None)
             if before is not None:
-                torch._C.set_autocast_enabled("cuda", before[0])
-                torch._C.set_autocast_dtype("cuda", before[1])
+                for kind, enabled, dtype in before:
+                    torch._C.set_autocast_enabled(kind, enabled)
+                    torch._C.set_autocast_dtype(kind, dtype)
                 setattr(self, _CUDA, None)
 
     @functools.wraps(scaler_init)

@@ -43,11 +43,12 @@ _FLOAT, _DOUBLE = torch.float32, torch.float64
 Kernel = Callable[..., Any]
 
 
-def activate(patcher: Patcher, device_type: str) -> None:
-    """Register CUDA's policy on ``device_type``'s autocast key until ``patcher.restore()``."""
+def activate(patcher: Patcher, device_type: str, key: str | None = None) -> None:
+    """Register CUDA's policy on ``device_type``'s autocast key (or ``key``: where its tensors dispatch) until
+    ``patcher.restore()``."""
     from torchdevice_generated.autocast_table import POLICY
 
-    key = KEYS.get(device_type)
+    key = key or KEYS.get(device_type)
     if key is None:
         log.warning("autocast: no autocast key known for %s; CUDA's autocast policy is not applied", device_type)
         return
