@@ -11,9 +11,11 @@ with a hosted one raises MPS's error, as with any device tensor. The program see
 values, type promotion and gradients.
 
 Where they come from: a call the device refused with that ``TypeError`` is made again on the host,
-caught where the runtime already stands (the factory wrappers, moves, ``.double()``; :class:`Hosting`),
-and the fallback engine hosts the float64 results it computes. A program that never asks for float64
-pays nothing.
+caught where the runtime already stands (the factory wrappers, moves, ``.double()``, checkpoints loaded
+onto the device; :class:`Hosting`), and the fallback engine hosts the float64 results it computes. A
+function made of ops that the device refuses midway (``torch.quantile`` converts its sort's indices)
+runs whole on the host when no gradient is to be followed. A program that never asks for float64 pays
+nothing.
 
 One code path for the Mac and the simulated Mac (:mod:`torchdevice.fallback.mps_sim`, whose device
 also refuses float64): device tensors are reached only through ``aten._to_copy``. What differs is the
