@@ -26,9 +26,9 @@ from typing import Any
 
 import torch
 from torch._C import DispatchKey, DispatchKeySet
-from torch.utils import _pytree as pytree
 
 from torchdevice.fallback.simulated import NO_FLOAT64, SimulatedMPS, including
+from torchdevice.runtime.aten_tree import tensors, tree_map
 from torchdevice.runtime.hosted import WIDE, HostedTensor, device_repr, placement_error
 from torchdevice.runtime.patching import Patcher
 from torchdevice.runtime.residence import MARK
@@ -155,14 +155,13 @@ def _simulated(func: torch._ops.OpOverload, args: Any, kwargs: dict[str, Any]) -
         return v
 
     with including(_PYTHON):
-        value = func(*pytree.tree_map_only(torch.Tensor, view, args),
-                     **pytree.tree_map_only(torch.Tensor, view, kwargs))
+        value = func(*tree_map(view, args), **{k: tree_map(view, v) for k, v in kwargs.items()})
     with torch._C._ExcludeDispatchKeyGuard(_PYTHON):
         for device_tensor, v in views.values():  # an out= tensor resized, an in-place change of shape
             if v.shape != device_tensor.shape or v.stride() != device_tensor.stride() or (
                     v.untyped_storage().data_ptr() != device_tensor.untyped_storage().data_ptr()):
                 torch.ops.aten.set_.source_Tensor(device_tensor, v)
-    return pytree.tree_map_only(torch.Tensor, lambda t: views[id(t)][0] if id(t) in views else t, value)
+    return tree_map(lambda t: views[id(t)][0] if id(t) in views else t, value)
 
 
 def _placed(name: str | None, value: Any, args: Any, kwargs: dict[str, Any]) -> Any:
@@ -174,10 +173,10 @@ def _placed(name: str | None, value: Any, args: Any, kwargs: dict[str, Any]) -> 
     if name in _HOST_RESULTS:
         at = _HOST_RESULTS[name]
         return (*_placed(None, value[:at], args, kwargs), value[at], *_placed(None, value[at + 1:], args, kwargs))
-    given = {id(t) for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)}
+    given = {id(t) for t in tensors((args, kwargs))}
     kept = (DeviceTensor, HostedTensor)
-    return pytree.tree_map_only(torch.Tensor, lambda t: t if id(t) in given or isinstance(t, kept) else on_device(t),
-                                value)
+    return tree_map(lambda t: on_device(t) if isinstance(t, torch.Tensor) and id(t) not in given and not isinstance(
+        t, kept) else t, value)
 
 
 def _to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
@@ -203,9 +202,9 @@ def _to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
 
 def _check_placement(args: Any, kwargs: dict[str, Any]) -> None:
     """MPS's error for a Python call that mixes device tensors with a host tensor that is not a scalar."""
-    tensors = [t for t in pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
-    if any(type(t) is not DeviceTensor and t.dim() > 0 and t.device.type == "cpu" for t in tensors) and any(
-            isinstance(t, DeviceTensor) for t in tensors):
+    found = tensors((args, kwargs))
+    if any(type(t) is not DeviceTensor and t.dim() > 0 and t.device.type == "cpu" for t in found) and any(
+            isinstance(t, DeviceTensor) for t in found):
         raise placement_error(DEVICE)
 
 
@@ -214,7 +213,7 @@ def _allocate(keyset: Any, op: torch._ops.OpOverload, *args: Any, **kwargs: Any)
     marks them (float64 and complex128 are refused there, as MPS refuses them)."""
     kwargs = {k: CPU if isinstance(v, torch.device) and v.type == "mps" else v for k, v in kwargs.items()}
     args = tuple(CPU if isinstance(a, torch.device) and a.type == "mps" else a for a in args)
-    return pytree.tree_map_only(torch.Tensor, on_device, op(*args, **kwargs))
+    return tree_map(lambda t: on_device(t) if isinstance(t, torch.Tensor) else t, op(*args, **kwargs))
 
 
 def _compatible(original: Callable[[torch.Tensor, torch.Tensor], bool]) -> Callable[..., bool]:

@@ -1,7 +1,8 @@
-"""Walking an aten call's arguments and results, which nest only lists and tuples of tensors and scalars.
+"""Walking the arguments and results of aten calls and torch functions, which nest lists and tuples (named
+ones included) of tensors and scalars, and keyword dictionaries.
 
-``torch.utils._pytree`` handles any structure, at ten times the cost per call; the fallback routes and
-hosted tensors walk every call they run.
+``torch.utils._pytree`` handles any structure, at ten times the cost per call; the fallback routes, hosted
+tensors and the simulated device walk every call they run.
 """
 
 from __future__ import annotations
@@ -14,10 +15,14 @@ import torch
 
 def tree_map(fn: Callable[..., Any], value: Any, *extra: Any) -> Any:
     """``value`` with each leaf ``x`` (anything but a list or tuple) replaced by ``fn(x, *extra)``, in
-    containers of the same types (lists, tuples, ``torch.Size``, ``torch.return_types``)."""
+    containers of the same types (lists, tuples, ``torch.Size``, ``torch.return_types``, named tuples such
+    as ``PackedSequence``)."""
     if isinstance(value, (list, tuple)):
         items = [tree_map(fn, v, *extra) for v in value]
-        return items if type(value) is list else type(value)(items)
+        kind = type(value)
+        if kind is list:
+            return items
+        return kind._make(items) if hasattr(kind, "_make") else kind(items)
     return fn(value, *extra)
 
 
