@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+import torchdevice
+
 
 @pytest.fixture(autouse=True)
 def cache_dir(tmp_path, monkeypatch):
@@ -11,3 +13,10 @@ def cache_dir(tmp_path, monkeypatch):
     directory = tmp_path / "cache"
     monkeypatch.setenv("TORCHDEVICE_CACHE_DIR", str(directory))
     return directory
+
+
+@pytest.fixture
+def mac():
+    """The simulated Mac installed for the test."""
+    with torchdevice.installed("mps-sim") as device:
+        yield device

@@ -29,12 +29,6 @@ def on_both(work):
     return native, mac
 
 
-@pytest.fixture
-def mac():
-    with torchdevice.installed("mps-sim") as device:
-        yield device
-
-
 def test_the_device_itself_refuses_float64_as_mps_does(mac):
     """Asked for "mps" by name, the program gets what a Mac gives: MPS's error."""
     with pytest.raises(TypeError, match=NO_FLOAT64.split(" as ")[0]):
@@ -205,10 +199,7 @@ def test_hosted_memory_counts_and_ops_are_reported_as_fallbacks(mac):
     assert torch.cuda.memory_allocated() == before
 
 
-def test_user_errors_stay_torchs_errors(mac):
-    a = torch.ones(2, 3, dtype=torch.float64, device="cuda")
-    with pytest.raises(RuntimeError, match=r"shapes cannot be multiplied \(2x3 and 2x3\)"):
-        a @ a
+def test_a_bad_call_raises_torchs_error_not_a_retry_on_the_host(mac):
     with pytest.raises(TypeError, match="new_zeros"):
         torch.ones(2, device="cuda").new_zeros(2, dtype=torch.float64, bogus=1)
 

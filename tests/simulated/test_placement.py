@@ -13,12 +13,6 @@ from torchdevice.fallback.engine import overload
 from torchdevice.fallback.simulated import MISSING, NO_FLOAT64, SimulatedMPS
 
 
-@pytest.fixture
-def mac():
-    with torchdevice.installed("mps-sim") as device:
-        yield device
-
-
 def test_device_tensors_are_mps_tensors(mac):
     x = torch.ones(2, 3, device="cuda")
     assert (x.device.type, str(x.device), x.is_mps, x.is_cuda, x.get_device()) == ("mps", "mps:0", True, True, 0)
