@@ -71,3 +71,12 @@ def test_a_cuda_test_guards_nothing_under_the_runtime():
     source = "import torch\nif torch.cuda.is_available():\n    import cupy\nif use_cupy:\n    import cupy\n"
     found = [(f.line, f.severity) for f in check_source(source, "m.py", "mps") if f.name == "cupy"]
     assert found == [(3, "blocker"), (5, "warning")]
+
+
+def test_float64_on_the_device_is_told_for_mps_only():
+    source = ("import torch\nfrom torch import float64 as f64\nx = torch.ones(3, dtype=torch.float64).cuda()\n"
+              "y = x.double()\nz = torch.zeros(2, dtype=f64)\nw = model.float()\n")
+    for target in ("mps", "mps-sim"):
+        found = [(f.line, f.name, f.severity) for f in check_source(source, "m.py", target) if f.kind == "dtype"]
+        assert found == [(3, "torch.float64", "info"), (4, ".double()", "info"), (5, "torch.float64", "info")]
+    assert not [f for f in check_source(source, "m.py", "cpu") if f.kind == "dtype"]

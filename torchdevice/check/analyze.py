@@ -29,6 +29,8 @@ CATCHES_IMPORT = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "
 CATCHES_CALL = frozenset({"Exception", "BaseException", "RuntimeError", "NotImplementedError", "AttributeError"})
 DEVICE = re.compile(r"cuda(:\d+)?")
 EXTENSION_LOADS = ("torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline")
+WIDE = frozenset({"torch.float64", "torch.double", "torch.complex128", "torch.cdouble"})
+"""The names of the dtypes MPS has no tensors of (see :mod:`torchdevice.runtime.hosted`)."""
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,7 @@ class Finding:
     name: str
     severity: Severity
     kind: str
-    """What it is about: ``import``, ``extension``, ``cuda-api``, ``device``, ``op``."""
+    """What it is about: ``import``, ``extension``, ``cuda-api``, ``device``, ``op``, ``dtype``."""
     message: str
     todo: str = ""
     """What to do (blockers and warnings)."""
@@ -183,6 +185,9 @@ class _Checker(ast.NodeVisitor):
             elif entry is not None:
                 self.add(node, entry.name, "info", "cuda-api", f"emulated on {self.device} ({entry.does})")
             return
+        if name in WIDE and self.device == "mps":
+            self.wide(node, name)
+            return
         call = knowledge.missing(name, self.target)
         if call is not None:
             self.missing_call(node, call)
@@ -196,6 +201,10 @@ class _Checker(ast.NodeVisitor):
         self.add(node, call.name, "info" if receiver or not call.always else "warning", "op",
                  f"{receiver}falls back to {route} on {self.device}{when}: no {self.device.upper()} kernel for {ops}",
                  "" if receiver else "fine for occasional calls; in a hot loop, a supported op is faster")
+
+    def wide(self, node: ast.AST, name: str, receiver: str = "") -> None:
+        self.add(node, name, "info", "dtype", f"{receiver}float64 and complex128 tensors on the device are kept by "
+                 "the host on MPS, which has none: each op on them runs on the CPU (reported as a fallback)")
 
     def extension(self, node: ast.AST, name: str, why: str) -> None:
         guarded = self.guard(CATCHES_IMPORT | CATCHES_CALL)
@@ -215,6 +224,8 @@ class _Checker(ast.NodeVisitor):
             return
         if func.attr == "cuda":
             self.add(func, ".cuda()", "info", "device", f"moves to {self.device}, the device `cuda` stands for")
+        elif func.attr in ("double", "cdouble") and self.device == "mps":
+            self.wide(func, f".{func.attr}()", receiver="if the receiver is a device tensor: ")
         elif func.attr in knowledge.tensor_methods(self.target):
             call = knowledge.missing(f"torch.Tensor.{func.attr}", self.target)
             assert call is not None

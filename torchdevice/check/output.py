@@ -16,6 +16,7 @@ GROUPS = {
     "cuda-api": "torch.cuda",
     "op": "ops without a kernel on the target",
     "device": "device values",
+    "dtype": "float64 on the device",
 }
 SHOWN = 3
 """Places named per group in the summary."""
