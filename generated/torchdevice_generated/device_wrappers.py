@@ -83,7 +83,10 @@ def torch_fft_fftfreq(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return fftfreq
 
@@ -111,7 +114,10 @@ def torch_fft_rfftfreq(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return rfftfreq
 
@@ -186,7 +192,10 @@ def torch_nested_as_nested_tensor(orig, r, slot):
                 return born(orig(*args, **kwargs), asked)
             except TypeError as error:
                 return born(r.remade(error, orig, args, kwargs, translated), asked)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, args[2] if len(args) > 2 else None)
 
     return as_nested_tensor
 
@@ -214,7 +223,10 @@ def torch_nested_nested_tensor(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return nested_tensor
 
@@ -266,9 +278,8 @@ def torch_Tensor_new_empty(orig, r, slot):
                     return born(r.remade(error, orig, args, kwargs, translated), value)
         try:
             return inherit(orig(*args, **kwargs), args)
-        except TypeError as error:  # made like a device tensor, in a dtype the target refuses
+        except TypeError as error:  # made like a device tensor, or on the target, in a dtype it refuses
             return inherit(r.remade(error, orig, args, kwargs, None), args)
-
 
     return new_empty
 
@@ -299,9 +310,8 @@ def torch_Tensor_new_empty_strided(orig, r, slot):
                     return born(r.remade(error, orig, args, kwargs, translated), value)
         try:
             return inherit(orig(*args, **kwargs), args)
-        except TypeError as error:  # made like a device tensor, in a dtype the target refuses
+        except TypeError as error:  # made like a device tensor, or on the target, in a dtype it refuses
             return inherit(r.remade(error, orig, args, kwargs, None), args)
-
 
     return new_empty_strided
 
@@ -332,9 +342,8 @@ def torch_Tensor_new_full(orig, r, slot):
                     return born(r.remade(error, orig, args, kwargs, translated), value)
         try:
             return inherit(orig(*args, **kwargs), args)
-        except TypeError as error:  # made like a device tensor, in a dtype the target refuses
+        except TypeError as error:  # made like a device tensor, or on the target, in a dtype it refuses
             return inherit(r.remade(error, orig, args, kwargs, None), args)
-
 
     return new_full
 
@@ -381,9 +390,8 @@ def torch_Tensor_new_ones(orig, r, slot):
                 return born(r.remade(error, orig, args, kwargs, translated), asked)
         try:
             return inherit(orig(*args, **kwargs), args)
-        except TypeError as error:  # made like a device tensor, in a dtype the target refuses
-            return inherit(r.remade(error, orig, args, kwargs, None), args)
-
+        except TypeError as error:  # made like a device tensor, or on the target, in a dtype it refuses
+            return inherit(r.remade(error, orig, args, kwargs, args[3] if len(args) > 3 else None), args)
 
     return new_ones
 
@@ -428,9 +436,8 @@ def torch_Tensor_new_tensor(orig, r, slot):
                 return born(r.remade(error, orig, args, kwargs, translated), asked)
         try:
             return inherit(orig(*args, **kwargs), args)
-        except TypeError as error:  # made like a device tensor, in a dtype the target refuses
-            return inherit(r.remade(error, orig, args, kwargs, None), args)
-
+        except TypeError as error:  # made like a device tensor, or on the target, in a dtype it refuses
+            return inherit(r.remade(error, orig, args, kwargs, args[3] if len(args) > 3 else None), args)
 
     return new_tensor
 
@@ -461,9 +468,8 @@ def torch_Tensor_new_zeros(orig, r, slot):
                     return born(r.remade(error, orig, args, kwargs, translated), value)
         try:
             return inherit(orig(*args, **kwargs), args)
-        except TypeError as error:  # made like a device tensor, in a dtype the target refuses
+        except TypeError as error:  # made like a device tensor, or on the target, in a dtype it refuses
             return inherit(r.remade(error, orig, args, kwargs, None), args)
-
 
     return new_zeros
 
@@ -491,7 +497,10 @@ def torch_arange(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return arange
 
@@ -533,7 +542,10 @@ def torch_as_tensor(orig, r, slot):
                 return born(orig(*args, **kwargs), asked)
             except TypeError as error:
                 return born(r.remade(error, orig, args, kwargs, translated), asked)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, args[2] if len(args) > 2 else None)
 
     return as_tensor
 
@@ -559,7 +571,10 @@ def torch_asarray(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return asarray
 
@@ -587,7 +602,10 @@ def torch_bartlett_window(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return bartlett_window
 
@@ -615,7 +633,10 @@ def torch_blackman_window(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return blackman_window
 
@@ -643,7 +664,10 @@ def torch_empty(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return empty
 
@@ -674,9 +698,8 @@ def torch_empty_like(orig, r, slot):
                     return born(r.remade(error, orig, args, kwargs, translated), value)
         try:
             return inherit(orig(*args, **kwargs), args)
-        except TypeError as error:  # made like a device tensor, in a dtype the target refuses
+        except TypeError as error:  # made like a device tensor, or on the target, in a dtype it refuses
             return inherit(r.remade(error, orig, args, kwargs, None), args)
-
 
     return empty_like
 
@@ -704,7 +727,10 @@ def torch_empty_permuted(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return empty_permuted
 
@@ -732,7 +758,10 @@ def torch_empty_quantized(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return empty_quantized
 
@@ -760,7 +789,10 @@ def torch_empty_strided(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return empty_strided
 
@@ -788,7 +820,10 @@ def torch_eye(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return eye
 
@@ -814,7 +849,10 @@ def torch_from_dlpack(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return from_dlpack
 
@@ -842,7 +880,10 @@ def torch_from_file(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return from_file
 
@@ -870,7 +911,10 @@ def torch_full(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return full
 
@@ -901,9 +945,8 @@ def torch_full_like(orig, r, slot):
                     return born(r.remade(error, orig, args, kwargs, translated), value)
         try:
             return inherit(orig(*args, **kwargs), args)
-        except TypeError as error:  # made like a device tensor, in a dtype the target refuses
+        except TypeError as error:  # made like a device tensor, or on the target, in a dtype it refuses
             return inherit(r.remade(error, orig, args, kwargs, None), args)
-
 
     return full_like
 
@@ -931,7 +974,10 @@ def torch_hamming_window(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return hamming_window
 
@@ -959,7 +1005,10 @@ def torch_hann_window(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return hann_window
 
@@ -987,7 +1036,10 @@ def torch_kaiser_window(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return kaiser_window
 
@@ -1015,7 +1067,10 @@ def torch_linspace(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return linspace
 
@@ -1043,7 +1098,10 @@ def torch_logspace(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return logspace
 
@@ -1073,7 +1131,10 @@ def torch_normal(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return normal
 
@@ -1101,7 +1162,10 @@ def torch_ones(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return ones
 
@@ -1132,9 +1196,8 @@ def torch_ones_like(orig, r, slot):
                     return born(r.remade(error, orig, args, kwargs, translated), value)
         try:
             return inherit(orig(*args, **kwargs), args)
-        except TypeError as error:  # made like a device tensor, in a dtype the target refuses
+        except TypeError as error:  # made like a device tensor, or on the target, in a dtype it refuses
             return inherit(r.remade(error, orig, args, kwargs, None), args)
-
 
     return ones_like
 
@@ -1164,7 +1227,10 @@ def torch_rand(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return rand
 
@@ -1197,9 +1263,8 @@ def torch_rand_like(orig, r, slot):
                     return born(r.remade(error, orig, args, kwargs, translated), value)
         try:
             return inherit(orig(*args, **kwargs), args)
-        except TypeError as error:  # made like a device tensor, in a dtype the target refuses
+        except TypeError as error:  # made like a device tensor, or on the target, in a dtype it refuses
             return inherit(r.remade(error, orig, args, kwargs, None), args)
-
 
     return rand_like
 
@@ -1229,7 +1294,10 @@ def torch_randint(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return randint
 
@@ -1262,9 +1330,8 @@ def torch_randint_like(orig, r, slot):
                     return born(r.remade(error, orig, args, kwargs, translated), value)
         try:
             return inherit(orig(*args, **kwargs), args)
-        except TypeError as error:  # made like a device tensor, in a dtype the target refuses
+        except TypeError as error:  # made like a device tensor, or on the target, in a dtype it refuses
             return inherit(r.remade(error, orig, args, kwargs, None), args)
-
 
     return randint_like
 
@@ -1294,7 +1361,10 @@ def torch_randn(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return randn
 
@@ -1327,9 +1397,8 @@ def torch_randn_like(orig, r, slot):
                     return born(r.remade(error, orig, args, kwargs, translated), value)
         try:
             return inherit(orig(*args, **kwargs), args)
-        except TypeError as error:  # made like a device tensor, in a dtype the target refuses
+        except TypeError as error:  # made like a device tensor, or on the target, in a dtype it refuses
             return inherit(r.remade(error, orig, args, kwargs, None), args)
-
 
     return randn_like
 
@@ -1359,7 +1428,10 @@ def torch_randperm(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return randperm
 
@@ -1387,7 +1459,10 @@ def torch_range(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return range
 
@@ -1415,7 +1490,10 @@ def torch_scalar_tensor(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return scalar_tensor
 
@@ -1441,7 +1519,10 @@ def torch_sparse_bsc_tensor(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return sparse_bsc_tensor
 
@@ -1467,7 +1548,10 @@ def torch_sparse_bsr_tensor(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return sparse_bsr_tensor
 
@@ -1493,7 +1577,10 @@ def torch_sparse_compressed_tensor(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return sparse_compressed_tensor
 
@@ -1522,9 +1609,8 @@ def torch_sparse_coo_tensor(orig, r, slot):
                     return born(r.remade(error, orig, args, kwargs, translated), value)
         try:
             return inherit(orig(*args, **kwargs), args)
-        except TypeError as error:  # made like a device tensor, in a dtype the target refuses
+        except TypeError as error:  # made like a device tensor, or on the target, in a dtype it refuses
             return inherit(r.remade(error, orig, args, kwargs, None), args)
-
 
     return sparse_coo_tensor
 
@@ -1550,7 +1636,10 @@ def torch_sparse_csc_tensor(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return sparse_csc_tensor
 
@@ -1576,7 +1665,10 @@ def torch_sparse_csr_tensor(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return sparse_csr_tensor
 
@@ -1618,7 +1710,10 @@ def torch_tensor(orig, r, slot):
                 return born(orig(*args, **kwargs), asked)
             except TypeError as error:
                 return born(r.remade(error, orig, args, kwargs, translated), asked)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, args[2] if len(args) > 2 else None)
 
     return tensor
 
@@ -1646,7 +1741,10 @@ def torch_tril_indices(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return tril_indices
 
@@ -1674,7 +1772,10 @@ def torch_triu_indices(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return triu_indices
 
@@ -1702,7 +1803,10 @@ def torch_zeros(orig, r, slot):
                     return born(orig(*args, **kwargs), value)
                 except TypeError as error:
                     return born(r.remade(error, orig, args, kwargs, translated), value)
-        return orig(*args, **kwargs)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
 
     return zeros
 
@@ -1733,9 +1837,8 @@ def torch_zeros_like(orig, r, slot):
                     return born(r.remade(error, orig, args, kwargs, translated), value)
         try:
             return inherit(orig(*args, **kwargs), args)
-        except TypeError as error:  # made like a device tensor, in a dtype the target refuses
+        except TypeError as error:  # made like a device tensor, or on the target, in a dtype it refuses
             return inherit(r.remade(error, orig, args, kwargs, None), args)
-
 
     return zeros_like
 

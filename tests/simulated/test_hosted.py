@@ -29,12 +29,10 @@ def on_both(work):
     return native, mac
 
 
-def test_the_device_itself_refuses_float64_as_mps_does(mac):
-    """Asked for "mps" by name, the program gets what a Mac gives: MPS's error."""
+def test_an_op_asked_for_float64_from_float32_device_tensors_raises_mps_error(mac):
+    """A limit on a Mac too: the op itself is MPS's, and MPS refuses the dtype."""
     with pytest.raises(TypeError, match=NO_FLOAT64.split(" as ")[0]):
-        torch.ones(2, dtype=torch.float64, device="mps")
-    with pytest.raises(TypeError, match=NO_FLOAT64.split(" as ")[0]):
-        torch.ones(2, device="cuda").sum(dtype=torch.float64)  # an op asked for float64 (a limit on a Mac too)
+        torch.ones(2, device="cuda").sum(dtype=torch.float64)
 
 
 def test_float64_on_cuda_is_hosted_and_says_it_is_on_the_device(mac):
@@ -50,6 +48,8 @@ def test_float64_on_cuda_is_hosted_and_says_it_is_on_the_device(mac):
         "complex": torch.ones(2, 3, device="cuda").to(torch.complex128),
         "to(device, dtype, copy=)": torch.ones(2, 3, device="cuda").to(torch.device("cuda"), torch.float64, copy=True),
     }
+    made["x.device, x.dtype"] = torch.zeros(2, 3, dtype=made["factory"].dtype, device=made["factory"].device)
+    made["explicit mps"] = torch.full((2, 3), 2.0, dtype=torch.float64, device="mps")
     with torch.device("cuda"):
         made["device context"] = torch.zeros(2, 3, dtype=torch.float64)
     made["legacy class"] = torch.cuda.DoubleTensor(2, 3)
@@ -203,6 +203,16 @@ def test_hosted_memory_counts_and_ops_are_reported_as_fallbacks(mac):
 def test_a_bad_call_raises_torchs_error_not_a_retry_on_the_host(mac):
     with pytest.raises(TypeError, match="new_zeros"):
         torch.ones(2, device="cuda").new_zeros(2, dtype=torch.float64, bogus=1)
+
+
+def test_gradcheck_runs_on_the_device():
+    """torch's gradient checks (float64 throughout, tensors made with ``device=x.device``) pass as on the CPU."""
+    def work():
+        x = torch.randn(3, 3, dtype=torch.float64, device="cuda", requires_grad=True)
+        f = lambda a: (a.sin() * a).sum()  # noqa: E731
+        return torch.autograd.gradcheck(f, (x,)), torch.autograd.gradgradcheck(f, (x,))
+
+    assert on_both(work) == ((True, True), (True, True))
 
 
 def test_checkpoints_load_onto_the_device_in_every_dtype(tmp_path):

@@ -22,6 +22,7 @@ from typing import Any
 
 import torch
 
+from torchdevice.runtime.devices import is_simulated
 from torchdevice.runtime.patching import Patcher
 from torchdevice.runtime.redirect import Redirect
 
@@ -78,7 +79,9 @@ def patch(patcher: Patcher, r: Redirect) -> None:
     generator, stream, event = torch.Generator, torch.Stream, torch.Event
 
     def make_generator(device: Any = "cpu") -> torch.Generator:
-        return generator(r.device(generator_slot, device))
+        translated = r.device(generator_slot, device)
+        # the simulated Mac's device tensors are host memory, drawn by host generators
+        return generator("cpu" if isinstance(translated, torch.device) and is_simulated(translated) else translated)
 
     # With no device, streams and events belong to the current accelerator: the emulated CUDA device.
     def make_stream(device: Any = None, *args: Any, **kwargs: Any) -> torch.Stream:
