@@ -175,3 +175,12 @@ def test_cuda_autocast_casts_device_tensors_as_on_a_mac():
     assert native["dtypes"][:2] == mac["dtypes"][:2] and mac["after"] == (False, False)
     torch.testing.assert_close(mac["losses"], native["losses"], rtol=1e-3, atol=1e-3)
     torch.testing.assert_close(mac["weights"], native["weights"], rtol=1e-3, atol=1e-3)
+
+
+def test_a_generator_made_for_cuda_draws_device_tensors(mac):
+    draws = []
+    for _ in range(2):
+        generator = torch.Generator("cuda").manual_seed(0)
+        draws.append(torch.randn(3, device="cuda", generator=generator))
+    assert draws[0].is_mps and torch.equal(draws[0].cpu(), draws[1].cpu())
+    assert not torch.equal(draws[0].cpu(), torch.randn(3, device="cuda").cpu())
