@@ -30,15 +30,15 @@ def native(tmp_path_factory) -> Callable[..., Records]:
 
 @pytest.fixture
 def redirected(tmp_path) -> Callable[..., Records]:
-    """``redirected(PROGRAM, *ARGS, devices=N, launcher=(...))``: the records of
-    ``torchdevice run --devices N [LAUNCHER...] PROGRAM OUT_DIR ARGS``."""
+    """``redirected(PROGRAM, *ARGS, devices=N, launcher=(...), target=T)``: the records of
+    ``torchdevice run --target T --devices N [LAUNCHER...] PROGRAM OUT_DIR ARGS``."""
 
-    def run(program: str, *args: str, devices: int = 1, launcher: tuple[str, ...] = (),
+    def run(program: str, *args: str, devices: int = 1, launcher: tuple[str, ...] = (), target: str = "cpu",
             timeout: float = 300) -> Records:
         out = tmp_path / "out"
         out.mkdir()
-        command = [sys.executable, "-m", "torchdevice", "run", "--devices", str(devices), *launcher,
-                   str(PROGRAMS / program), str(out), *args]
+        command = [sys.executable, "-m", "torchdevice", "run", "--target", target, "--devices", str(devices),
+                   *launcher, str(PROGRAMS / program), str(out), *args]
         return records(out, command, timeout)
 
     return run

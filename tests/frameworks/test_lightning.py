@@ -27,10 +27,12 @@ def test_32_true_trains_on_the_gpu_with_the_cpu_numbers(native, redirected):
 MIXED = [("16-mixed", torch.float16, 5e-3), ("bf16-mixed", torch.bfloat16, 4e-2)]
 
 
+@pytest.mark.parametrize("target", ["cpu", "mps-sim"])
 @pytest.mark.parametrize(("precision", "dtype", "rtol"), MIXED, ids=[m[0] for m in MIXED])
-def test_mixed_precision_runs_under_cuda_autocast(native, redirected, precision, dtype, rtol):
+def test_mixed_precision_runs_under_cuda_autocast(native, redirected, precision, dtype, rtol, target):
+    """On the CPU target and on the simulated Mac, whose device tensors are cast as a Mac casts them."""
     (cpu,) = native(PROGRAM, "--accelerator", "cpu")
-    (gpu,) = redirected(PROGRAM, "--precision", precision)
+    (gpu,) = redirected(PROGRAM, "--precision", precision, target=target)
     assert_numbers_close(gpu["losses"], cpu["losses"], rtol=rtol, atol=0)
     # The forward ran under autocast("cuda", dtype): the linear layers in the low precision, log_softmax in
     # float32 as CUDA's policy says (ATen's autocast_mode.h: log_softmax is in AT_FORALL_FP32).
