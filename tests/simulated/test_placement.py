@@ -177,10 +177,16 @@ def test_cuda_autocast_casts_device_tensors_as_on_a_mac():
     torch.testing.assert_close(mac["weights"], native["weights"], rtol=1e-3, atol=1e-3)
 
 
-def test_a_generator_made_for_cuda_draws_device_tensors(mac):
-    draws = []
-    for _ in range(2):
+def test_a_generator_made_for_cuda_draws_device_tensors():
+    """``torch.Generator("cuda")`` (MPS has one of its own on a Mac): the simulated device draws from a host
+    generator, the numbers the CPU target draws with the same seed."""
+    def draw():
         generator = torch.Generator("cuda").manual_seed(0)
-        draws.append(torch.randn(3, device="cuda", generator=generator))
-    assert draws[0].is_mps and torch.equal(draws[0].cpu(), draws[1].cpu())
-    assert not torch.equal(draws[0].cpu(), torch.randn(3, device="cuda").cpu())
+        return [torch.randn(3, device="cuda", generator=generator) for _ in range(2)]
+
+    with torchdevice.installed("cpu"):
+        native = [x.cpu() for x in draw()]
+    with torchdevice.installed("mps-sim"):
+        mac = draw()
+    assert all(x.is_mps for x in mac) and not torch.equal(mac[0].cpu(), mac[1].cpu())
+    torch.testing.assert_close([x.cpu() for x in mac], native, rtol=0, atol=0)
