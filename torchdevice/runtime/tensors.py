@@ -75,14 +75,17 @@ class Mover:
     def onto(self, t: torch.Tensor, index: int, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor:
         """``t.to(target, *args, **kwargs)`` as a move to emulated device ``index``: ``t`` itself (or its
         conversion) when it is there already, else a copy, marked; hosted in a dtype the target refuses."""
+        there = mark_of(t) == index
         try:
+            if not (args or kwargs or there):  # x.to("cuda") of a host tensor: a copy, nothing to convert
+                return self.mark(self.original_to(t, self.target, copy=True), index)
             out = self.original_to(t, self.target, *args, **kwargs)
         except TypeError as error:
             if self.r.hosting is None:
                 raise
             dtype = next((a for a in args if isinstance(a, torch.dtype)), kwargs.get("dtype"))
             return self.mark(self.r.hosting.moved(error, t, dtype), index)
-        if mark_of(t) == index:
+        if there:
             return out if out is t else self.mark(out, index)
         if out is t:
             out = self.original_to(t, self.target, t.dtype, copy=True)
@@ -169,6 +172,8 @@ class Mover:
                 r.devices[device]  # an index of no emulated device raises CUDA's error
             r.count(slot)
             index = r.current() if device is None else r.index(device)
+            if not non_blocking and memory_format is torch.preserve_format:
+                return onto(self, index, (), {})
             return onto(self, index, (), {"non_blocking": non_blocking, "memory_format": memory_format})
 
         return cuda
