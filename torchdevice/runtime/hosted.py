@@ -233,7 +233,7 @@ def hold(x: Any) -> Any:
         return x
     if x.requires_grad and x.grad_fn is None:
         return HostedTensor(x.detach(), requires_grad=True)
-    return HostedTensor(x.detach()) if not x.requires_grad else _Hold.apply(x, x.dtype, True)
+    return HostedTensor(x.detach()) if not x.requires_grad else _Hold.apply(x, x.dtype)
 
 
 class _Hold(torch.autograd.Function):
@@ -241,14 +241,14 @@ class _Hold(torch.autograd.Function):
     ``x`` is, in ``x``'s dtype."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, dtype: torch.dtype, copy: bool) -> HostedTensor:
+    def forward(ctx: Any, x: torch.Tensor, dtype: torch.dtype) -> HostedTensor:
         ctx.back = {"dtype": x.dtype, "device": x.device if x.device == _shown else CPU}
         host = x.host if isinstance(x, HostedTensor) else _aten._to_copy.default(x.detach(), device=CPU)
         return HostedTensor(_aten._to_copy.default(host, dtype=dtype))
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
-        return _aten._to_copy.default(grad, **ctx.back), None, None
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return _aten._to_copy.default(grad, **ctx.back), None
 
 
 class Hosting:
@@ -256,9 +256,8 @@ class Hosting:
 
     def __init__(self, device: torch.device) -> None:
         global _shown, _physical
-        self.device = torch.device(device.type, 0)
-        _shown = self.device
-        _physical = self.device if torch.backends.mps.is_available() else CPU
+        _shown = torch.device(device.type, 0)
+        _physical = _shown if torch.backends.mps.is_available() else CPU
 
     @staticmethod
     def stop() -> None:
@@ -288,7 +287,4 @@ class Hosting:
         dtype = dtype or t.dtype
         if not refused(error) or dtype not in WIDE:
             raise error
-        if t.requires_grad:
-            return _Hold.apply(t, dtype, True)
-        with torch.no_grad():
-            return _Hold.apply(t, dtype, True)
+        return _Hold.apply(t, dtype)  # recorded only where t requires a gradient
