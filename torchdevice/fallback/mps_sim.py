@@ -32,6 +32,7 @@ from torchdevice.runtime.aten_tree import tensors, tree_map
 from torchdevice.runtime.hosted import WIDE, HostedTensor, device_repr, placement_error
 from torchdevice.runtime.patching import Patcher
 from torchdevice.runtime.residence import MARK
+from torchdevice.runtime.to_arguments import parse_to
 
 DEVICE = torch.device("mps", 0)
 CPU = torch.device("cpu")
@@ -181,15 +182,9 @@ def _placed(name: str | None, value: Any, args: Any, kwargs: dict[str, Any]) -> 
 
 def _to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
     """``Tensor.to`` of a device tensor: to the host, a copy; on the device, itself or a converted tensor."""
-    copy = kwargs.pop("copy", False)
-    if sum(isinstance(a, bool) for a in args) == 2:  # (..., non_blocking, copy)
-        copy, args = args[-1], args[:-1]
-    other = args[0] if args and isinstance(args[0], torch.Tensor) else kwargs.get("other")
-    if other is not None:
-        device, dtype, memory_format = other.device, other.dtype, torch.preserve_format
-        non_blocking = args[1] if len(args) > 1 else kwargs.get("non_blocking", False)
-    else:
-        device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*args, **kwargs)
+    asked = parse_to(args, kwargs)
+    device, dtype, non_blocking, copy, memory_format = (asked.device, asked.dtype, asked.non_blocking, asked.copy,
+                                                        asked.memory_format)
     with torch._C.DisableTorchFunctionSubclass():
         if device is None or device.type == "mps":
             return torch._C.TensorBase.to(self, dtype=dtype or self.dtype, non_blocking=non_blocking, copy=copy,

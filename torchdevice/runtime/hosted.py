@@ -33,6 +33,7 @@ import torch
 
 from torchdevice.runtime.aten_tree import tensors, tree_map
 from torchdevice.runtime.report import record_fallback
+from torchdevice.runtime.to_arguments import parse_to
 
 WIDE = frozenset({torch.float64, torch.complex128})
 """The dtypes MPS has no tensors of."""
@@ -122,14 +123,8 @@ class HostedTensor(torch.Tensor):
     def __torch_function__(cls, func: Callable[..., Any], types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         if getattr(func, "__name__", None) == "to" and args and isinstance(args[0], HostedTensor):
-            rest, options = list(args[1:]), dict(kwargs)
-            copy = options.pop("copy", False)
-            if sum(isinstance(a, bool) for a in rest) == 2:  # (..., non_blocking, copy)
-                copy = rest.pop()
-            other = rest[0] if rest and isinstance(rest[0], torch.Tensor) else None
-            device, dtype = (other.device, other.dtype) if other is not None else torch._C._nn._parse_to(
-                *rest, **options)[:2]
-            if device in (None, _shown) and dtype in (None, args[0].dtype) and not copy:
+            asked = parse_to(args[1:], kwargs)
+            if asked.device in (None, _shown) and asked.dtype in (None, args[0].dtype) and not asked.copy:
                 return args[0]  # already there: as on a Mac, where its device in C++ is the device
         with torch._C.DisableTorchFunctionSubclass():
             try:

@@ -33,6 +33,7 @@ from torchdevice.runtime.hosted import Hosting
 from torchdevice.runtime.patching import Patcher
 from torchdevice.runtime.redirect import Redirect
 from torchdevice.runtime.residence import MARK, PINNED, device_index, mark_of
+from torchdevice.runtime.to_arguments import parse_to
 from torchdevice.runtime.views import torch_internal
 
 ASKED = "_torchdevice_asked"
@@ -83,8 +84,7 @@ class Mover:
         except TypeError as error:
             if self.r.hosting is None:
                 raise
-            dtype = next((a for a in args if isinstance(a, torch.dtype)), kwargs.get("dtype"))
-            return self.mark(self.r.hosting.moved(error, t, dtype), index)
+            return self.mark(self.r.hosting.moved(error, t, parse_to((self.target, *args), kwargs).dtype), index)
         if there:
             return out if out is t else self.mark(out, index)
         if out is t:
@@ -138,15 +138,12 @@ class Mover:
         if self.r.hosting is None:
             raise error
         try:
-            if args and isinstance(args[0], torch.Tensor):
-                device, dtype = args[0].device, args[0].dtype
-            else:
-                device, dtype = torch._C._nn._parse_to(*args, **{k: v for k, v in kwargs.items() if k != "copy"})[:2]
+            asked = parse_to(args, kwargs)
         except TypeError:
             raise error from None
-        if (device or t.device).type != self.target.type:
+        if (asked.device or t.device).type != self.target.type:
             raise error
-        return self.r.hosting.moved(error, t, dtype)
+        return self.r.hosting.moved(error, t, asked.dtype)
 
     def converter(self, original: Any, dtype: torch.dtype) -> Any:
         """``Tensor.double()`` (``cdouble()``) of a device tensor, hosted on a target without the dtype."""
