@@ -29,7 +29,7 @@ from torch._C import DispatchKey, DispatchKeySet
 
 from torchdevice.fallback.simulated import NO_FLOAT64, SimulatedMPS, including
 from torchdevice.runtime.aten_tree import tensors, tree_map
-from torchdevice.runtime.hosted import WIDE, HostedTensor, device_repr, placement_error
+from torchdevice.runtime.hosted import WIDE, HostBacked, HostedTensor, placement_error
 from torchdevice.runtime.patching import Patcher
 from torchdevice.runtime.residence import MARK
 from torchdevice.runtime.to_arguments import parse_to
@@ -51,15 +51,13 @@ _HOST_RESULTS = {"_pack_padded_sequence": 1, "_pad_packed_sequence": 1}
 """Ops that return a host tensor at this position on every device (a packed sequence's batch sizes)."""
 
 
-class DeviceTensor(torch.Tensor):
+class DeviceTensor(HostBacked):
     """A tensor of the simulated device, in host memory."""
 
     device = property(lambda self: DEVICE, doc="The simulated device, ``mps:0``.")  # type: ignore[assignment]
-    is_mps = property(lambda self: True)  # type: ignore[assignment]
-    is_cpu = property(lambda self: False)  # type: ignore[assignment]
 
-    def get_device(self) -> int:
-        return 0
+    def values_on_host(self) -> torch.Tensor:
+        return host_view(self)
 
     @property  # type: ignore[override]
     def grad(self) -> torch.Tensor | None:
@@ -74,21 +72,6 @@ class DeviceTensor(torch.Tensor):
     @grad.setter
     def grad(self, value: torch.Tensor | None) -> None:
         _GRAD.__set__(self, value)
-
-    def tolist(self) -> Any:
-        return host_view(self).tolist()
-
-    def numpy(self, *, force: bool = False) -> Any:
-        if force:
-            return host_view(self).numpy(force=True)
-        raise TypeError("can't convert mps:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor "
-                        "to host memory first.")
-
-    def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
-        return device_repr(host_view(self), DEVICE, self.grad_fn, self.requires_grad, tensor_contents)
-
-    def __format__(self, spec: str) -> str:
-        return self.item().__format__(spec) if self.dim() == 0 else object.__format__(self, spec)
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         """Saved as a host tensor (``torch.save``, pickling to other processes)."""
@@ -175,9 +158,8 @@ def _placed(name: str | None, value: Any, args: Any, kwargs: dict[str, Any]) -> 
         at = _HOST_RESULTS[name]
         return (*_placed(None, value[:at], args, kwargs), value[at], *_placed(None, value[at + 1:], args, kwargs))
     given = {id(t) for t in tensors((args, kwargs))}
-    kept = (DeviceTensor, HostedTensor)
     return tree_map(lambda t: on_device(t) if isinstance(t, torch.Tensor) and id(t) not in given and not isinstance(
-        t, kept) else t, value)
+        t, HostBacked) else t, value)
 
 
 def _to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:

@@ -58,20 +58,43 @@ def placement_error(device: torch.device) -> RuntimeError:
                         "and cpu!")
 
 
-def device_repr(host: torch.Tensor, device: torch.device, grad_fn: Any, requires_grad: bool,
-                tensor_contents: Any = None) -> str:
-    """``repr`` of a device tensor whose values are ``host``:
-    ``tensor([...], device='mps:0'[, dtype=...][, grad_fn=...])``."""
-    text = torch._tensor_str._str(host.detach(), tensor_contents=tensor_contents)
-    end = re.search(r", (?:size|dtype)=[^\n]*\)$", text)
-    at = end.start() if end else len(text) - 1
-    text = f"{text[:at]}, device='{device}'{text[at:]}"
-    if grad_fn is not None:
-        return f"{text[:-1]}, grad_fn=<{type(grad_fn).__name__}>)"
-    return f"{text[:-1]}, requires_grad=True)" if requires_grad else text
+class HostBacked(torch.Tensor):
+    """A tensor of the MPS device whose values are host memory, answering as an MPS tensor does: the simulated
+    Mac's device tensors and the hosted ones (``values_on_host()``: those values as a plain host tensor)."""
+
+    is_mps = property(lambda self: True)  # type: ignore[assignment]
+    is_cpu = property(lambda self: False)  # type: ignore[assignment]
+
+    def values_on_host(self) -> torch.Tensor:
+        raise NotImplementedError
+
+    def get_device(self) -> int:
+        return 0
+
+    def tolist(self) -> Any:
+        return self.values_on_host().tolist()
+
+    def numpy(self, *, force: bool = False) -> Any:
+        if force:
+            return self.values_on_host().numpy(force=True)
+        raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to copy the "
+                        "tensor to host memory first.")
+
+    def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
+        """As torch prints an MPS tensor: ``tensor([...], device='mps:0'[, dtype=...][, grad_fn=...])``."""
+        text = torch._tensor_str._str(self.values_on_host().detach(), tensor_contents=tensor_contents)
+        end = re.search(r", (?:size|dtype)=[^\n]*\)$", text)
+        at = end.start() if end else len(text) - 1
+        text = f"{text[:at]}, device='{self.device}'{text[at:]}"
+        if self.grad_fn is not None:
+            return f"{text[:-1]}, grad_fn=<{type(self.grad_fn).__name__}>)"
+        return f"{text[:-1]}, requires_grad=True)" if self.requires_grad else text
+
+    def __format__(self, spec: str) -> str:
+        return self.item().__format__(spec) if self.dim() == 0 else object.__format__(self, spec)
 
 
-class HostedTensor(torch.Tensor):
+class HostedTensor(HostBacked):
     """A device tensor whose data (``host``) the host keeps."""
 
     host: torch.Tensor
@@ -84,30 +107,13 @@ class HostedTensor(torch.Tensor):
         return made
 
     device = property(lambda self: _shown or CPU, doc="The device, ``mps:0``.")  # type: ignore[assignment]
-    is_mps = property(lambda self: True)  # type: ignore[assignment]
-    is_cpu = property(lambda self: False)  # type: ignore[assignment]
 
-    def get_device(self) -> int:
-        return 0
+    def values_on_host(self) -> torch.Tensor:
+        return self.host
 
     def untyped_storage(self) -> torch.UntypedStorage:
         """The host data's storage (where the runtime's residence marks go)."""
         return self.host.untyped_storage()
-
-    def tolist(self) -> Any:
-        return self.host.tolist()
-
-    def numpy(self, *, force: bool = False) -> Any:
-        if force:
-            return self.host.numpy(force=True)
-        raise TypeError(f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to copy the "
-                        "tensor to host memory first.")
-
-    def __repr__(self, *, tensor_contents: Any = None) -> str:  # type: ignore[override]
-        return device_repr(self.host, self.device, self.grad_fn, self.requires_grad, tensor_contents)
-
-    def __format__(self, spec: str) -> str:
-        return self.item().__format__(spec) if self.dim() == 0 else object.__format__(self, spec)
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         """Saved as a host tensor (``torch.save``, pickling to other processes)."""
