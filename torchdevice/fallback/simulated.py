@@ -26,7 +26,7 @@ import torch
 from torch._C import DispatchKey, DispatchKeySet
 
 from torchdevice.fallback.target import NO_DTYPES, Target
-from torchdevice.runtime.aten_tree import tree_map
+from torchdevice.runtime.aten_tree import leaves
 from torchdevice.runtime.hosted import WIDE
 
 MISSING = (
@@ -80,10 +80,8 @@ def including(exclude: DispatchKeySet | None = None) -> Iterator[None]:
 
 def uses_float64(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     """Whether a call has a float64 or complex128 tensor, or asks for one."""
-    found: list[Any] = []
-    tree_map(found.append, (args, tuple(kwargs.values())))
     return any((isinstance(x, torch.Tensor) and x.dtype in WIDE) or (isinstance(x, torch.dtype) and x in WIDE)
-               for x in found)
+               for x in leaves((args, kwargs)))
 
 
 class SimulatedMPS:

@@ -26,12 +26,15 @@ def tree_map(fn: Callable[..., Any], value: Any, *extra: Any) -> Any:
     return fn(value, *extra)
 
 
+def leaves(value: Any) -> list[Any]:
+    """The leaves of ``value`` (through lists, tuples and dictionaries' values), in order."""
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in leaves(v)]
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in leaves(v)]
+    return [value]
+
+
 def tensors(value: Any) -> list[torch.Tensor]:
     """The tensors in ``value``, in order."""
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in tensors(v)]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in tensors(v)]
-    return []
+    return [x for x in leaves(value) if isinstance(x, torch.Tensor)]
