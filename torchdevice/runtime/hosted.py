@@ -151,7 +151,7 @@ class HostedTensor(HostBacked):
         kwargs = kwargs or {}
         value = on_host(func, args, kwargs, takes_host=func._opname in _HOST_ARGUMENTS)
         if func.namespace == "aten" and not func.is_view and func._opname not in _BOOKKEEPING:
-            record_fallback(func._name, "cpu", why=f"{_dtypes(args)} not supported on {(_shown or CPU).type.upper()}")
+            record_fallback(func._name, "cpu", why=lambda: _why(args))
         return value
 
 
@@ -210,9 +210,10 @@ _BOOKKEEPING = frozenset({"_to_copy", "copy_", "lift_fresh", "_local_scalar_dens
 """Ops that move or keep data rather than compute: not counted as fallbacks (nor are views)."""
 
 
-def _dtypes(args: Any) -> str:
-    return "/".join(sorted({str(x.dtype).removeprefix("torch.") for x in tensors(args)
-                            if isinstance(x, HostedTensor)})) or "float64"
+def _why(args: Any) -> str:
+    """Why an op with these arguments ran on the host: ``float64 not supported on MPS``."""
+    dtypes = sorted({str(x.dtype).removeprefix("torch.") for x in tensors(args) if isinstance(x, HostedTensor)})
+    return f"{'/'.join(dtypes) or 'float64'} not supported on {(_shown or CPU).type.upper()}"
 
 
 def _write_back(func: torch._ops.OpOverload, args: Any, kwargs: dict[str, Any],

@@ -13,6 +13,7 @@ import os
 import sys
 import warnings
 from collections import Counter, defaultdict
+from collections.abc import Callable
 
 log = logging.getLogger("torchdevice")
 
@@ -50,11 +51,12 @@ def configure_logging() -> None:
         log.addHandler(handler)
 
 
-def record_fallback(op: str, route: str, seconds: float = 0.0, why: str = "") -> None:
+def record_fallback(op: str, route: str, seconds: float = 0.0, why: str | Callable[[], str] = "") -> None:
     """Count one call of ``op`` that ran elsewhere than the target (``route``: ``"mlx"`` or ``"cpu"``), which
-    took ``seconds`` there, for the reason ``why``."""
+    took ``seconds`` there, for the reason ``why`` (a callable: asked only at the op's first fallback)."""
     key = (op, route)
     if key not in fallbacks:
+        why = why() if callable(why) else why
         log.info("fallback %s: %s (%s)", op, route, why or "reason unknown")
         fallback_why.setdefault(op, why)
     fallbacks[key] += 1
