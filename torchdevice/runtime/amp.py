@@ -56,8 +56,8 @@ def patch(patcher: Patcher, r: Redirect) -> None:
     registered: list[bool] = []
     lock = threading.Lock()
     simulated = is_simulated(r.target)
+    # the autocast states a CUDA region sets: CUDA's, and on the simulated Mac the CPU's (see above)
     kinds = ("cuda", "cpu") if simulated else ("cuda",)
-    """The autocast states a CUDA region sets: CUDA's, and on the simulated Mac the CPU's (see above)."""
 
     def register_policy() -> None:
         """CUDA's policy kernels, registered when the first CUDA region opens (resolving ~120 aten overloads
