@@ -80,6 +80,6 @@ def activate() -> None:
 
 
 def _install() -> None:
-    from torchdevice.runtime import processes
+    from torchdevice.runtime import activation
 
-    processes.install_inherited()
+    activation.install_inherited()

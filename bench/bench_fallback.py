@@ -1,7 +1,7 @@
 """The fallback engine: MLX route against CPU route, conversion cost, cost of a cached decision, cost of
 torch's check before an MLX call, install.
 
-Ops run on the simulated MPS target (:mod:`torchdevice.fallback.simulated`), marked missing, so each
+Ops run on the simulated MPS target (:mod:`torchdevice.simulated.kernels`), marked missing, so each
 call goes through the engine's kernel exactly as on MPS: verdict lookup, then the MLX shim or the
 CPU route. On this machine MLX computes on the CPU (mlx-cpu) and the simulated target's tensors
 already live in host memory, so the figures are the engine's own cost plus the routes' copies,
@@ -19,7 +19,7 @@ import torch
 from bench.timing import per_call
 from torchdevice.fallback import Engine
 from torchdevice.fallback.cache import CapabilityCache
-from torchdevice.fallback.simulated import SimulatedMPS
+from torchdevice.simulated.kernels import SimulatedMPS
 
 MB = 2**20
 ROUNDS = 3

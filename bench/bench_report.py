@@ -27,8 +27,8 @@ import torch
 from bench.timing import per_call
 from torchdevice.fallback import Engine
 from torchdevice.fallback.cache import CapabilityCache
-from torchdevice.fallback.simulated import SimulatedMPS
-from torchdevice.runtime import report
+from torchdevice.reporting import counts as report
+from torchdevice.simulated.kernels import SimulatedMPS
 
 PROGRAM = """\
 import subprocess, sys, torch

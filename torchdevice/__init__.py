@@ -17,21 +17,13 @@ import logging
 import os
 import sys
 from collections.abc import Iterator
-from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
-from torchdevice.runtime.report import report as _report
+from torchdevice.reporting import counts as _counts
+from torchdevice.version import __version__
 
 if TYPE_CHECKING:
     import torch
-
-DISTRIBUTION = "torchdevice-toolkit"
-"""The name this package is installed under (``pip install torchdevice-toolkit``)."""
-
-try:
-    __version__ = metadata.version(DISTRIBUTION)
-except metadata.PackageNotFoundError:  # a source tree on sys.path, not installed
-    __version__ = "0+unknown"
 
 __all__ = ["__version__", "install", "installed", "report", "target", "uninstall"]
 
@@ -53,29 +45,11 @@ def install(target: str | torch.device | None = None, *, prefer_mlx: bool = Fals
 
     ``report``: at exit, write what the runtime did in this process and every process it starts to this
     JSON file, and a summary on stderr (default: ``$TORCHDEVICE_REPORT``; see
-    :mod:`torchdevice.runtime.program_report`).
+    :mod:`torchdevice.reporting.program`).
     """
     from torchdevice.runtime import activation
 
-    _start_report(report)
-    device = activation.install(target, prefer_mlx=prefer_mlx, devices=devices)
-    if report is not None:
-        from torchdevice.runtime import processes
-
-        processes.join_report()  # installed already with the same options: the environment still needs it
-    return device
-
-
-def _start_report(report: str | os.PathLike[str] | None) -> None:
-    """Start the program's report where asked (``report``, else ``$TORCHDEVICE_REPORT`` in a process that is
-    not already part of one)."""
-    if report is None:
-        report = os.environ.get("TORCHDEVICE_REPORT") or None
-        if report is None or "torchdevice.runtime.program_report" in sys.modules:
-            return
-    from torchdevice.runtime import program_report
-
-    program_report.start(report)
+    return activation.install(target, prefer_mlx=prefer_mlx, devices=devices, report=report)
 
 
 def uninstall() -> None:
@@ -92,16 +66,15 @@ def installed(target: str | torch.device | None = None, *, prefer_mlx: bool = Fa
     """Install for the duration of a ``with`` block, then restore whatever was active before."""
     from torchdevice.runtime import activation
 
-    before = (activation.current_target(), activation.options())
+    before = activation.options()
     device = activation.install(target, prefer_mlx=prefer_mlx, devices=devices)
     try:
         yield device
     finally:
-        previous, options = before
-        if options is None:
+        if before is None:
             activation.uninstall()
         else:
-            activation.install(previous, **options)
+            activation.install(**before)
 
 
 def target() -> torch.device:
@@ -114,7 +87,5 @@ def target() -> torch.device:
 def report() -> dict[str, Any]:
     """``{"redirects": {op: {route: n}}, "fallbacks": {op: {route: n}}, "standins": {name: {route: n}}}`` since
     start or the last reset (``standins``: the flash-attn, xformers and apex stand-ins used, per device type)."""
-    activation = sys.modules.get("torchdevice.runtime.activation")
-    if activation is not None:
-        activation.flush()
-    return _report()
+    _counts.flush()
+    return _counts.report()

@@ -15,9 +15,9 @@ from typing import Any, NamedTuple
 BACKENDS = ("cpu", "cuda", "mps")
 """The backends whose kernels the catalog records for every aten op."""
 
-HAND_WRITTEN = ("tensors", "data", "amp", "classes")
+HAND_WRITTEN = ("tensors", "checkpoints", "amp", "device_classes")
 """The runtime's hand-written entry-point modules (``torchdevice/runtime/<name>.py``), each with a
-``patch(patcher, redirect)``; ``devices.yaml`` names one as ``by:`` of a ``hand`` entry."""
+``patch(patcher, installation, emulation)``; ``devices.yaml`` names one as ``by:`` of a ``hand`` entry."""
 
 ATEN_NAMESPACE = "torch.ops.aten"
 """Where every aten overload entry lives: ``torch.ops.aten.<op>.<overload>``."""

@@ -23,10 +23,10 @@ EMULATION = Path(__file__).resolve().parents[2] / "torchdevice" / "runtime" / "e
 
 @cache
 def vocabulary() -> frozenset[str]:
-    """The emulation words the runtime implements: what ``torchdevice/runtime/emulation.py`` registers in
-    its ``VOCABULARY`` with ``@word`` or ``@builder``, read from the source (no import of torch)."""
+    """The emulation words the runtime implements: what ``torchdevice/runtime/emulation.py`` marks with ``@word``
+    or ``@builder`` (its ``Emulation``'s methods and its classes), read from the source (no import of torch)."""
     tree = ast.parse(EMULATION.read_text(encoding="utf-8"))
-    return frozenset(node.name for node in tree.body
+    return frozenset(node.name for node in ast.walk(tree)
                      if isinstance(node, (ast.FunctionDef, ast.ClassDef))
                      and any(isinstance(d, ast.Name) and d.id in ("word", "builder") for d in node.decorator_list))
 

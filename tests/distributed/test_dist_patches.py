@@ -17,7 +17,8 @@ import torchdevice
 import torchdevice.distributed as td
 from torchdevice.distributed import groups
 from torchdevice.distributed.groups import NCCL_DEFAULT_TIMEOUT, gloo_backend
-from torchdevice.runtime.patching import Patcher
+from torchdevice.device.target import for_name
+from torchdevice.patching import Patcher
 
 T = TypeVar("T")
 
@@ -46,7 +47,7 @@ def test_backend_spellings(asked, expected):
 @pytest.fixture
 def patched() -> Iterator[Patcher]:
     patcher = Patcher()
-    td.activate(patcher, torch.device("cpu"), {"devices": 2})
+    td.activate(patcher, for_name("cpu"), {"devices": 2})
     try:
         yield patcher
     finally:
@@ -198,16 +199,10 @@ def test_restore_puts_back_every_original():
 
     originals = patchable()
     patcher = Patcher()
-    td.activate(patcher, torch.device("cpu"), {})
+    td.activate(patcher, for_name("cpu"), {})
     assert all(now is not before for now, before in zip(patchable(), originals, strict=True))
     patcher.restore()
     assert all(now is before for now, before in zip(patchable(), originals, strict=True))
-
-
-def test_cuda_target_patches_nothing():
-    patcher = Patcher()
-    td.activate(patcher, torch.device("cuda"), {})
-    assert len(patcher) == 0
 
 
 def test_mps_target_stages_collectives_until_restored_each_time():
@@ -217,7 +212,7 @@ def test_mps_target_stages_collectives_until_restored_each_time():
     for _ in range(2):
         assert not staged()
         patcher = Patcher()
-        td.activate(patcher, torch.device("mps"), {})
+        td.activate(patcher, for_name("mps"), {})
         assert staged()
         patcher.restore()
     assert not staged()

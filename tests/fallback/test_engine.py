@@ -15,12 +15,13 @@ from torch.utils import _pytree as pytree
 from torchdevice_generated.mlx_shims import SHIMS
 
 from torchdevice.cli import catalog
-from torchdevice.fallback import Engine, Target, activate
+from torchdevice.device.target import Target, for_name
+from torchdevice.fallback import Engine, activate
 from torchdevice.fallback.cache import ANY, CapabilityCache
 from torchdevice.fallback.mlx_bridge import MlxUnsupported
-from torchdevice.fallback.simulated import NAME, SimulatedMPS
+from torchdevice.patching import Patcher
 from torchdevice.records import dispatcher_name
-from torchdevice.runtime.patching import Patcher
+from torchdevice.simulated.kernels import NAME, SimulatedMPS
 
 TORCH_DIR = torch.__file__.rpartition("/")[0]
 
@@ -235,7 +236,7 @@ def test_supported_ops_are_not_touched():
 
 def test_cpu_target_without_prefer_mlx_changes_nothing():
     patcher = Patcher()
-    activate(patcher, torch.device("cpu"), {"prefer_mlx": False})
+    activate(patcher, for_name("cpu"), {"prefer_mlx": False})
     assert len(patcher) == 0
 
 
@@ -276,7 +277,7 @@ def test_activate_with_prefer_mlx_registers_every_verified_shim():
     unrouted = {op for record in failures if "route" in record["checks"] for op in record["ops"]}
     assert expected == covered - unrouted and set(MLX_ROUTES.values()) <= set(SHIMS)
     patcher = Patcher()
-    activate(patcher, torch.device("cpu"), {"prefer_mlx": True})
+    activate(patcher, for_name("cpu"), {"prefer_mlx": True})
     try:
         assert {name for name in MLX_ROUTES if registered(name, "CPU")} == expected
         assert len(patcher) == (1 if expected else 0)

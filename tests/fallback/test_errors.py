@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from torchdevice.fallback.errors import classify
-from torchdevice.fallback.simulated import MISSING, NO_FLOAT64
+from torchdevice.device.errors import classify
+from torchdevice.simulated.kernels import MISSING, NO_FLOAT64
 
 # Texts of aten/src/ATen/mps/EmptyTensor.cpp, native/mps/OperationUtils.mm and MPS kernels.
 MPS_DTYPE_ERRORS = [

@@ -8,7 +8,7 @@ from fallback_support import activated
 from torch import nn
 
 import torchdevice
-from torchdevice.fallback.simulated import SimulatedMPS
+from torchdevice.simulated.kernels import SimulatedMPS
 
 MISSING = {"gelu", "gelu_backward", "nll_loss_forward", "nll_loss_backward", "cumsum", "topk"}
 TABLE = {"aten::gelu", "aten::gelu_backward", "aten::nll_loss_forward", "aten::nll_loss_backward",

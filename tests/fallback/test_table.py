@@ -89,7 +89,7 @@ def test_template_renders_the_decisions(tmp_path):
 def test_generated_table_names_real_overloads():
     from torchdevice_generated import fallback_table
 
-    from torchdevice.fallback.engine import overload as resolve
+    from torchdevice.device.aten import overload as resolve
 
     names = fallback_table.MISSING_ON_MPS | fallback_table.TRY_ON_MPS | set(fallback_table.MLX_ROUTES)
     assert [n for n in sorted(names) if resolve(n) is None] == []

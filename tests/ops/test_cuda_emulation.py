@@ -13,7 +13,7 @@ import torch
 from planned import catalog, planned
 
 import torchdevice
-from torchdevice.runtime import emulation
+from torchdevice.runtime import activation
 
 STATUS_FIELD = "cpu"
 
@@ -46,7 +46,7 @@ def test_entry_does_what_its_record_says(name):
                                + ".*" + re.escape(why)):
                 call(installed)
             return
-        built = emulation.build(does, value, name)
+        built = activation.emulation().build(does, value, name)
         if entry.kind == "attribute":  # a data value: read, not called
             assert installed == built and type(installed) is type(built)
             return

@@ -7,8 +7,9 @@ import pytest
 import torch
 from fallback_support import activated
 
-from torchdevice.fallback.simulated import SimulatedMPS
-from torchdevice.runtime import program_report, report
+from torchdevice.reporting import counts as report
+from torchdevice.reporting import program as program_report
+from torchdevice.simulated.kernels import SimulatedMPS
 
 
 @pytest.fixture(autouse=True)

@@ -80,6 +80,6 @@ def test_unwritable_report_file_costs_the_run_nothing(tmp_path):
 def test_no_report_unless_asked(tmp_path):
     script = tmp_path / "asks.py"
     script.write_text("import sys, torch\ntorch.zeros(1, device='cuda')\n"
-                      "print('torchdevice.runtime.program_report' in sys.modules)\n")
+                      "print('torchdevice.reporting.program' in sys.modules)\n")
     done = torchdevice_run(str(script))
     assert done.stdout == "False\n" and "torchdevice report" not in done.stderr, done.output

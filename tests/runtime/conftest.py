@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import torchdevice
-from torchdevice.runtime.report import reset as reset_report
+from torchdevice.reporting.counts import reset as reset_report
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSOLE_SCRIPT = str(Path(sys.executable).with_name("torchdevice"))

@@ -8,6 +8,7 @@ import threading
 import pytest
 import torch
 import torch.nn.functional as F
+import torch.utils._device
 from torchdevice_generated import cuda_table, device_wrappers
 
 import torchdevice
@@ -16,8 +17,8 @@ from torchdevice.runtime import activation as runtime
 
 def patched_places():
     """Every (owner, attribute) the runtime may replace: generated tables and hand-written entry points."""
-    places = [(runtime.resolve(w.module, w.path), w.attr) for w in device_wrappers.WRAPPERS]
-    places += [(runtime.resolve(e.module, e.path), e.attr) for e in cuda_table.EMULATION]
+    places = [(runtime.resolve_attribute(w.module, w.path), w.attr) for w in device_wrappers.WRAPPERS]
+    places += [(runtime.resolve_attribute(e.module, e.path), e.attr) for e in cuda_table.EMULATION]
     places += [(torch.Tensor, n) for n in ("to", "cuda", "cpu", "is_cuda", "is_cpu", "pin_memory", "is_pinned",
                                            "type", "get_device")]
     places += [(torch.UntypedStorage, n) for n in ("cuda", "pin_memory", "is_pinned")]
@@ -66,8 +67,8 @@ def test_install_is_idempotent_and_installed_restores_the_previous_state(on_cpu)
     assert torchdevice.install("cpu") == on_cpu
     assert torch.zeros is zeros  # nothing re-applied
     with torchdevice.installed("cpu", prefer_mlx=True):
-        assert runtime.options() == {"prefer_mlx": True, "devices": 1}
-    assert runtime.options() == {"prefer_mlx": False, "devices": 1}
+        assert runtime.options() == {"target": "cpu", "prefer_mlx": True, "devices": 1}
+    assert runtime.options() == {"target": "cpu", "prefer_mlx": False, "devices": 1}
     assert torch.zeros(1, device="cuda").device.type == "cpu"
 
 
@@ -93,7 +94,7 @@ def test_features_activate_through_the_same_patcher(tmp_path, monkeypatch):
     (tmp_path / "td_feature_probe.py").write_text(
         "calls = []\n"
         "def activate(patcher, target, options):\n"
-        "    calls.append((type(patcher).__name__, target, options))\n"
+        "    calls.append((type(patcher).__name__, target.name, target.device, options))\n"
         "    import torch\n"
         "    patcher.set(torch, 'td_probe', True)\n"
     )
@@ -102,7 +103,8 @@ def test_features_activate_through_the_same_patcher(tmp_path, monkeypatch):
     monkeypatch.setattr(runtime, "FEATURES", ("td_feature_probe",))
     with torchdevice.installed("cpu", prefer_mlx=True):
         probe = sys.modules["td_feature_probe"]
-        assert probe.calls == [("Patcher", torch.device("cpu"), {"prefer_mlx": True, "devices": 1})]
+        assert probe.calls == [("Patcher", "cpu", torch.device("cpu"), {"target": "cpu", "prefer_mlx": True,
+                                                                         "devices": 1})]
         assert torch.td_probe is True
     assert not hasattr(torch, "td_probe")
     for broken, missing in (("td_feature_broken", "td_no_such_dependency"), ("td_feature_absent",) * 2):
@@ -115,7 +117,7 @@ def test_features_activate_through_the_same_patcher(tmp_path, monkeypatch):
 def test_prefer_mlx_from_the_environment(monkeypatch):
     monkeypatch.setenv("TORCHDEVICE_PREFER_MLX", "1")
     with torchdevice.installed("cpu"):
-        assert runtime.options() == {"prefer_mlx": True, "devices": 1}
+        assert runtime.options() == {"target": "cpu", "prefer_mlx": True, "devices": 1}
 
 
 def test_target_from_the_environment(python):

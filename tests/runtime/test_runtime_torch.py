@@ -13,7 +13,7 @@ import torchdevice
 
 
 def test_torch_device_stays_a_type_that_builds_the_real_type(on_cpu):
-    """The stand-in (see torchdevice.runtime.classes) is a class; what it builds is the C type's instance."""
+    """The stand-in (see torchdevice.runtime.device_classes) is a class; what it builds is the C type's instance."""
     assert isinstance(torch.device, type) and torch.device == torch._C.device
     device = torch.device("cuda", 0)
     assert type(device) is torch._C.device and isinstance(device, torch.device) and device.type == "cuda"

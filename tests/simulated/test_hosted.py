@@ -16,8 +16,8 @@ import torch
 from fallback_support import Fallbacks
 
 import torchdevice
-from torchdevice.fallback.simulated import NO_FLOAT64
-from torchdevice.runtime.hosted import HostedTensor
+from torchdevice.device.hosted import HostedTensor
+from torchdevice.simulated.kernels import NO_FLOAT64
 
 
 def on_both(work):

@@ -9,8 +9,8 @@ from fallback_support import Fallbacks
 from torchdevice_generated.fallback_table import MISSING_ON_MPS
 
 import torchdevice
-from torchdevice.fallback.engine import overload
-from torchdevice.fallback.simulated import MISSING, NO_FLOAT64, SimulatedMPS
+from torchdevice.device.aten import overload
+from torchdevice.simulated.kernels import MISSING, NO_FLOAT64, SimulatedMPS
 
 
 def test_device_tensors_are_mps_tensors(mac):

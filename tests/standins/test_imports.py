@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import torchdevice
-from torchdevice.runtime import report
+from torchdevice.reporting import counts as report
 
 
 def python(code: str, *, path: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:

@@ -13,13 +13,13 @@ from torchdevice.fallback import Engine, activate
 from torchdevice.fallback import engine as engine_module
 from torchdevice.fallback.cache import CapabilityCache
 from torchdevice.fallback.mlx_bridge import MlxUnsupported
-from torchdevice.fallback.simulated import SimulatedMPS, SimulatedTarget
-from torchdevice.runtime.patching import Patcher
-from torchdevice.runtime.report import fallbacks as fallback_counts
+from torchdevice.patching import Patcher
+from torchdevice.reporting.counts import fallbacks as fallback_counts
+from torchdevice.simulated.kernels import SimulatedMPS, SimulatedTarget
 
 
 class Fallbacks:
-    """Counts of :func:`torchdevice.runtime.report.record_fallback` since creation: ``counts[(op, route)]``."""
+    """Counts of :func:`torchdevice.reporting.counts.record_fallback` since creation: ``counts[(op, route)]``."""
 
     def __init__(self) -> None:
         self._start = Counter(fallback_counts)

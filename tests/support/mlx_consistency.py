@@ -40,9 +40,9 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 from torchdevice_generated.mlx_shims import SHIMS
 
+from torchdevice.device.aten import overload as find_overload
 from torchdevice.fallback import Engine, Target
 from torchdevice.fallback.cache import CapabilityCache
-from torchdevice.fallback.engine import overload as find_overload
 from torchdevice.fallback.mlx_bridge import FAMILIES, MlxUnsupported
 
 DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.bool, torch.complex64)

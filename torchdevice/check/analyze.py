@@ -30,7 +30,7 @@ CATCHES_CALL = frozenset({"Exception", "BaseException", "RuntimeError", "NotImpl
 DEVICE = re.compile(r"cuda(:\d+)?")
 EXTENSION_LOADS = ("torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline")
 WIDE = frozenset({"torch.float64", "torch.double", "torch.complex128", "torch.cdouble"})
-"""The names of the dtypes MPS has no tensors of (see :mod:`torchdevice.runtime.hosted`)."""
+"""The names of the dtypes MPS has no tensors of (see :mod:`torchdevice.device.hosted`)."""
 
 
 @dataclass(frozen=True)

@@ -31,12 +31,13 @@ def facts() -> dict[str, Any]:
     import torchdevice_generated
     from torchdevice_generated import cuda_table, device_wrappers, fallback_table
 
-    from torchdevice.runtime.devices import is_simulated, resolve_target
+    from torchdevice.device.target import SIMULATED_MPS, resolve
 
     try:
-        target, error = resolve_target(), None
+        target, error = resolve(), None
     except (ValueError, RuntimeError) as exc:  # a bad TORCHDEVICE_TARGET: reported, the rest still shown
         target, error = None, str(exc).removeprefix("torchdevice: ")
+    kind = None if target is None else "mps" if target == SIMULATED_MPS else target
     policies: dict[str, int] = {}
     for row in cuda_table.EMULATION:
         policies[row.policy] = policies.get(row.policy, 0) + 1
@@ -51,15 +52,15 @@ def facts() -> dict[str, Any]:
             "cpu": os.cpu_count() or 1,
             "mlx": importlib.util.find_spec("mlx") is not None,
         },
-        "target": None if target is None else str(target),
-        "simulated": target is not None and is_simulated(target),
+        "target": "mps:0" if target == SIMULATED_MPS else target,  # the device "cuda" means
+        "simulated": target == SIMULATED_MPS,
         "target_from": "TORCHDEVICE_TARGET" if os.environ.get("TORCHDEVICE_TARGET") else "machine",
         "target_error": error,
-        "passthrough": target is not None and target.type == "cuda",
+        "passthrough": target == "cuda",
         "wrapped_entry_points": len(device_wrappers.WRAPPERS),
         "torch_cuda_entries": dict(sorted(policies.items())),
-        "fallback": None if target is None else _fallback(target.type, fallback_table),
-        "float64": None if target is None or target.type != "mps" else
+        "fallback": None if target is None else _fallback(kind, fallback_table),
+        "float64": None if kind != "mps" else
         "float64 and complex128 tensors on the device are kept by the host (MPS has none)",
         "standins": _standins(),
     }

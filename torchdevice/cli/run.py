@@ -28,7 +28,7 @@ _OWN_MODULES = (__name__, "runpy")
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from torchdevice.runtime.devices import TARGETS
+    from torchdevice.device.target import TARGETS
 
     parser.usage = "torchdevice run [-h] [--target T] [--devices N] [--report FILE] (SCRIPT | -m MODULE) [ARGS...]"
     parser.add_argument("--target", choices=TARGETS, metavar="{" + ",".join(TARGETS) + "}",
@@ -61,20 +61,20 @@ def run(args: argparse.Namespace) -> int:
             print(f"torchdevice run: No module named {module[0]}", file=sys.stderr)
             return 1
     import torchdevice
-    from torchdevice.runtime.devices import resolve_target, target_name
+    from torchdevice.device.target import resolve
 
     try:
-        target = resolve_target(args.target)  # a bad TORCHDEVICE_TARGET is the user's input: one line, not a traceback
+        target = resolve(args.target)  # a bad TORCHDEVICE_TARGET is the user's input: one line, not a traceback
     except (ValueError, RuntimeError) as exc:
         print(f"torchdevice run: {str(exc).removeprefix('torchdevice: ')}", file=sys.stderr)
         return 2
     with warnings.catch_warnings(record=True) as caught:  # no program line to point at yet: said plainly
-        torchdevice.install(target_name(target), devices=args.devices, report=args.report)
+        torchdevice.install(target, devices=args.devices, report=args.report)
     for warning in caught:
         text = f"{warning.category.__name__}: {str(warning.message).removeprefix('torchdevice: ')}"
         print(f"torchdevice run: {text}", file=sys.stderr)
         if args.report:
-            from torchdevice.runtime import program_report
+            from torchdevice.reporting import program as program_report
 
             program_report.note_warning(text)
     sys.argv = list(module or args.program)

@@ -1,7 +1,7 @@
 """torch.distributed for programs written for NCCL, on a machine without CUDA.
 
 :func:`activate` is called by the runtime's ``install()``; every change goes through its
-:class:`~torchdevice.runtime.patching.Patcher`, so ``uninstall()`` undoes it exactly.
+:class:`~torchdevice.patching.Patcher`, so ``uninstall()`` undoes it exactly.
 
 - ``init_process_group`` / ``new_group``: NCCL spellings create gloo groups
   (:mod:`torchdevice.distributed.groups`).
@@ -18,20 +18,18 @@ Where CUDA is the target (passthrough), nothing is patched.
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import torch
 
+from torchdevice.device.target import Target
 from torchdevice.distributed import answers, ddp, groups, staging
-from torchdevice.runtime.patching import Patcher
-
-_library: torch.library.Library | None = None  # the staging kernels' lifetime; set only through the patcher
+from torchdevice.patching import Patcher
 
 
-def activate(patcher: Patcher, target: torch.device, options: dict[str, Any]) -> None:
-    """Make NCCL-written distributed code run on ``target`` (``cpu`` or ``mps``)."""
-    if target.type == "cuda" or not torch.distributed.is_available():
+def activate(patcher: Patcher, target: Target, options: dict[str, Any]) -> None:
+    """Make NCCL-written distributed code run on ``target`` (the CPU or MPS)."""
+    if not torch.distributed.is_available():
         return
     import torch.distributed.distributed_c10d as c10d
     from torch.nn.parallel import DistributedDataParallel
@@ -43,7 +41,6 @@ def activate(patcher: Patcher, target: torch.device, options: dict[str, Any]) ->
     answers.patch(patcher)
     patcher.set(DistributedDataParallel, "__init__",
                 ddp.on_module_device(DistributedDataParallel.__init__, options.get("devices", 1)))
-    if target.type != "cpu":
-        # Restoring drops the last reference to the library, whose finalizer removes the kernels.
-        library = staging.register(target.type, dispatch_key=target.type.upper())
-        patcher.set(sys.modules[__name__], "_library", library)
+    if target.device.type != "cpu":
+        library = staging.register(target.device.type, dispatch_key=target.device.type.upper())
+        patcher.defer(library._destroy)

@@ -6,7 +6,7 @@
   (``"nccl"``, ``"cuda:nccl"``) to the program and the libraries it uses. Torch's own code gets
   the truth (``"gloo"``): it picks the device of collectives, the options of new groups and the
   paths DDP takes from these answers, and the gloo ones are right for a gloo group (the same
-  split as :mod:`torchdevice.runtime.views` makes for ``torch.cuda``).
+  split as :mod:`torchdevice.callers` makes for ``torch.cuda``).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from torchdevice.callers import torch_internal
 from torchdevice.distributed.groups import asked_for
-from torchdevice.runtime.patching import Patcher
-from torchdevice.runtime.views import torch_internal
+from torchdevice.patching import Patcher
 
 
 def is_nccl_available() -> bool:

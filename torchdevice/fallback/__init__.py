@@ -18,15 +18,12 @@ never wrapped. This is how PyTorch completes backends itself (``PYTORCH_ENABLE_M
 registers a boxed fallback on ``MPS``; ``torch.library.get_kernel`` exists to wrap a kernel), but
 per op, dtype-aware, remembered, and with MLX before the CPU.
 
-How it runs without Apple hardware: the same registrations go under ``PrivateUse1``, a real
-dispatch key (:mod:`.simulated`). A simulated MPS target adds it to the thread's included dispatch
-keys, so CPU tensors dispatch to it first, and registers a backend fallback there that runs each
-op on the CPU, except the ops it is told MPS lacks, which raise MPS's own error messages. The
-engine cannot tell that target from MPS: it registers with ``torch.library``, captures the
-replaced kernel with ``get_kernel``, calls it, classifies what it raises and routes the call,
-exactly as on a Mac; tests and benchmarks drive it so. The one difference a target declares is
-:meth:`~.target.Target.escape`: to run on the plain CPU, the simulated target leaves the included
-key; a real device has nothing to leave.
+How it runs without Apple hardware: the simulated Mac (:mod:`torchdevice.simulated`) gives the engine a
+target whose kernels are MPS's, simulated under ``PrivateUse1``, a real dispatch key. The engine cannot tell
+that target from MPS: it registers with ``torch.library``, captures the replaced kernel with ``get_kernel``,
+calls it, classifies what it raises and routes the call, exactly as on a Mac; tests and benchmarks drive it
+so. The one difference a target declares is :meth:`~torchdevice.device.target.Target.escape`: to run on the
+plain CPU, the simulated target leaves its key; a real device has nothing to leave.
 
 Limits: an overload is guarded only when the table, the cache or ``prefer_mlx`` names it (the
 catalog has public aten ops only, so private ones such as ``_cdist_backward`` are not in the
@@ -35,42 +32,31 @@ business, and float64 results of a fallback stay on the CPU, as MPS cannot hold 
 op returns a copy, not a view (views have kernels on every device, so this does not arise in
 practice).
 
-The registrations live in one ``torch.library.Library`` held as this module's ``_library``
-attribute, set through the runtime's patcher: ``uninstall()`` deletes the attribute, the library
-is freed and PyTorch removes every registration with it.
+The registrations live in one ``torch.library.Library`` that the runtime's patcher destroys on
+``uninstall()``, which removes every registration with it.
 """
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
-import torch
-
+from torchdevice.device.target import Target
 from torchdevice.fallback.cache import CapabilityCache
 from torchdevice.fallback.engine import Engine, mlx_shims
-from torchdevice.fallback.target import Target, for_device
-from torchdevice.runtime.devices import is_simulated
-from torchdevice.runtime.patching import Patcher
+from torchdevice.patching import Patcher
 
-__all__ = ["Engine", "Target", "activate"]
+__all__ = ["Engine", "activate"]
 
 
-def activate(patcher: Patcher, target: torch.device | Target, options: dict[str, Any]) -> None:
+def activate(patcher: Patcher, target: Target, options: dict[str, Any]) -> None:
     """Complete ``target``'s kernels until ``patcher.restore()``; ``options["prefer_mlx"]`` sends every
     op with a verified MLX shim to MLX first."""
-    if isinstance(target, torch.device) and is_simulated(target):
-        from torchdevice.fallback import mps_sim
-
-        target = mps_sim.activate(patcher).target()
-    spec = target if isinstance(target, Target) else for_device(target)
-    if spec is None:
-        return
     from torchdevice_generated.fallback_table import MLX_ROUTES
 
-    cache, prefer_mlx = CapabilityCache.open(spec.name), bool(options.get("prefer_mlx"))
-    if not (prefer_mlx and MLX_ROUTES) and not Engine(spec, cache).overloads():
+    cache, prefer_mlx = CapabilityCache.open(target.name), bool(options.get("prefer_mlx"))
+    if not (prefer_mlx and MLX_ROUTES) and not Engine(target, cache).overloads():
         return  # the target completes every op: nothing to register, no MLX shim to import
     shims, unsupported = mlx_shims(MLX_ROUTES)
-    engine = Engine(spec, cache, shims=shims, unsupported=unsupported, prefer_mlx=prefer_mlx)
-    patcher.set(sys.modules[__name__], "_library", engine.install())
+    engine = Engine(target, cache, shims=shims, unsupported=unsupported, prefer_mlx=prefer_mlx)
+    library = engine.install()
+    patcher.defer(library._destroy)

@@ -1,7 +1,7 @@
 """The capability cache: which ops fail on which target, for which dtypes.
 
 A verdict says that ``op`` fails on a target for ``dtype`` (or for every dtype, :data:`ANY`, when
-the target has no kernel at all), and why (:data:`~torchdevice.fallback.errors.Reason`). Lookups
+the target has no kernel at all), and why (:data:`~torchdevice.device.errors.Reason`). Lookups
 are dictionary accesses in memory. Verdicts learned at run time are also persisted, so the next
 process does not try the target again: one JSON file per (torch version, torchdevice version) in
 ``$TORCHDEVICE_CACHE_DIR``, else the user cache directory that ``platformdirs`` names
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import filelock
 
 from torchdevice import atomic
-from torchdevice.fallback.errors import Reason
+from torchdevice.device.errors import Reason
 
 log = logging.getLogger("torchdevice.fallback")
 

@@ -6,13 +6,13 @@ after capturing the kernel it replaces (``torch.library.get_kernel``: the target
 backend fallback that raises "not currently implemented"). The kernel, per call:
 
 1. looks up the verdict for (op, dtype of the call); unless it says the target fails, calls the
-   target's own kernel; an exception that :func:`~torchdevice.fallback.errors.classify` does not
+   target's own kernel; an exception that :func:`~torchdevice.device.errors.classify` does not
    call a device-compatibility error propagates untouched (the caller gets the identical object);
    a compatibility error records a verdict (persisted) and falls through to 2;
 2. routes the call: through the op's verified MLX shim when it has one (its ``MlxUnsupported``
    means "not these arguments": the CPU then; torch checks the call first, :mod:`~.validate`), else on
    the CPU (:mod:`~torchdevice.fallback.route`),
-   and counts it, with the seconds it took there and why, with :func:`torchdevice.runtime.report.record_fallback`.
+   and counts it, with the seconds it took there and why, with :func:`torchdevice.reporting.counts.record_fallback`.
 
 With ``prefer_mlx`` every overload with a verified MLX shim is registered and goes to MLX first;
 calls whose arguments MLX refuses go on as above. Overloads registered nowhere run the target's
@@ -29,12 +29,13 @@ from typing import Any
 
 import torch
 
+from torchdevice.device.aten import OpSchema, overload
+from torchdevice.device.errors import COMPATIBILITY_ERRORS, classify
+from torchdevice.device.target import Target
 from torchdevice.fallback import route
 from torchdevice.fallback.cache import ANY, CapabilityCache
-from torchdevice.fallback.errors import COMPATIBILITY_ERRORS, classify
-from torchdevice.fallback.target import Target
 from torchdevice.fallback.validate import Declined
-from torchdevice.runtime.report import record_fallback
+from torchdevice.reporting.counts import record_fallback
 
 log = logging.getLogger("torchdevice.fallback")
 
@@ -63,16 +64,6 @@ def call_dtype(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
         if isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor):
             return _DTYPE_NAMES[a[0].dtype]
     return "none"
-
-
-def overload(name: str) -> torch._ops.OpOverload | None:
-    """``"aten::cumsum.out"`` (``"aten::cumsum"``: the default overload) as an OpOverload, if it exists."""
-    namespace, _, rest = name.partition("::")
-    op, _, overload_name = rest.partition(".")
-    try:
-        return getattr(getattr(getattr(torch.ops, namespace), op), overload_name or "default")
-    except AttributeError:
-        return None
 
 
 class Engine:
@@ -119,7 +110,7 @@ class Engine:
     def kernel(self, op: torch._ops.OpOverload) -> Callable[..., Any]:
         """The backend kernel that completes ``op`` on the target."""
         name: str = op._name
-        routed = route.RoutedOp(op)
+        schema = OpSchema.of(op)
         native = torch.library.get_kernel(op, self.target.dispatch_key)
         shim = self.shims.get(name)
         target, backend, cache = self.target, self.target.backend, self.cache
@@ -132,7 +123,7 @@ class Engine:
             start = clock()
             try:
                 with target.escape():
-                    value = route.on_mlx(shim, routed, args, kwargs, target)
+                    value = route.on_mlx(shim, schema, args, kwargs, target)
             except unsupported:
                 return _REFUSED
             record_fallback(name, "mlx", clock() - start, why)
@@ -142,9 +133,9 @@ class Engine:
             start = clock()
             with target.escape():
                 if target.native_is_cpu:
-                    value = native.call_boxed(keyset, *routed.boxed(args), **kwargs)
+                    value = native.call_boxed(keyset, *schema.boxed(args), **kwargs)
                 else:
-                    value = route.on_cpu(routed, args, kwargs, target)
+                    value = route.on_cpu(schema, args, kwargs, target)
             record_fallback(name, "cpu", clock() - start, why)
             return value
 
@@ -154,7 +145,7 @@ class Engine:
             dtype = call_dtype(args, kwargs)
             if not cache.fails(name, dtype):
                 try:
-                    return native.call_boxed(keyset, *routed.boxed(args), **kwargs)
+                    return native.call_boxed(keyset, *schema.boxed(args), **kwargs)
                 except COMPATIBILITY_ERRORS as exc:
                     reason = classify(exc, backend)
                     if reason is None:

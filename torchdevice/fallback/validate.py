@@ -27,6 +27,8 @@ from typing import Any
 
 import torch
 
+from torchdevice.device.aten import OpSchema
+
 log = logging.getLogger("torchdevice.fallback")
 
 META = torch.device("meta")
@@ -77,7 +79,8 @@ def meta_outputs(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[
     another in memory, which torch rejects but fresh meta tensors would not."""
     if not checkable(op):
         raise Unverifiable(f"{op._name} has no meta kernel: torch cannot check the call")
-    if written(op) and _overlaps(written(op), args, kwargs):
+    written = OpSchema.of(op).written
+    if written and _overlaps(written, args, kwargs):
         raise Unverifiable(f"{op._name}: an argument written overlaps another; torch's kernel decides")
     key: Any = (op, _signature(args), _signature(tuple(kwargs.items())))
     try:
@@ -97,13 +100,6 @@ def meta_outputs(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[
             known.clear()
         known[key] = result
     return result
-
-
-@cache
-def written(op: torch._ops.OpOverload) -> tuple[int | str, ...]:
-    """Positions (keyword names for keyword-only) of the arguments ``op`` writes to."""
-    return tuple(a.name if a.kwarg_only else i for i, a in enumerate(op._schema.arguments)
-                 if a.alias_info is not None and a.alias_info.is_write)
 
 
 def expect(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -130,7 +126,7 @@ def _functional(op: torch._ops.OpOverload) -> torch._ops.OpOverload | None:
     """The functional op of in-place ``op`` (``aten::mul.Tensor`` for ``aten::mul_.Tensor``), if it has one
     with a meta kernel."""
     name = op._schema.name.removeprefix("aten::")
-    if not name.endswith("_") or name.startswith("_") or not written(op) == (0,):
+    if not name.endswith("_") or name.startswith("_") or not OpSchema.of(op).written == (0,):
         return None
     packet = getattr(torch.ops.aten, name[:-1], None)
     functional = getattr(packet, op._overloadname, None) if packet is not None else None

@@ -1,12 +1,14 @@
-"""Install and uninstall: every patch goes through one :class:`~torchdevice.runtime.patching.Patcher`.
+"""Install and uninstall: every patch goes through one :class:`~torchdevice.patching.Patcher`.
 
-Order of installation: the generated device wrappers (``torchdevice_generated.device_wrappers``),
-the hand-written entry points (tensors, checkpoints and data loading, autocast and GradScaler,
-generator/stream/event classes), the ``torch.cuda`` emulation table
-(``torchdevice_generated.cuda_table``), then each feature module in :data:`FEATURES`, which patches
-through the same patcher, so ``uninstall()`` undoes everything, newest first. Last, the environment
-that redirects the processes the program starts (:mod:`.processes`), and a warning naming the torch
-functions that modules had already bound by name (:mod:`.bindings`).
+:func:`install` resolves the target (:func:`torchdevice.device.target.resolve`; the simulated Mac is built by
+:func:`torchdevice.simulated.activate`), makes the :class:`~.installation.Installation` every patch is handed,
+and installs in this order: the generated device wrappers (``torchdevice_generated.device_wrappers``), the
+hand-written entry points (tensors, checkpoints, autocast and GradScaler, the device-taking classes), the
+``torch.cuda`` emulation table (``torchdevice_generated.cuda_table``, built by :class:`~.emulation.Emulation`),
+then each feature package in :data:`FEATURES`, which patches through the same patcher, so ``uninstall()`` undoes
+everything, newest first. Last, the environment that redirects the processes the program starts
+(:mod:`.processes`), and a warning naming the torch functions that modules had already bound by name
+(:mod:`.bindings`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import functools
 import importlib
 import logging
 import os
+import sys
 import threading
 import warnings
 from dataclasses import dataclass, field
@@ -22,65 +25,90 @@ from typing import Any
 
 import torch
 
-import torchdevice
+from torchdevice.callers import outside, patch_warning_places
+from torchdevice.device.target import SIMULATED_MPS, Target, for_name, resolve
+from torchdevice.patching import Patcher
 from torchdevice.records import HAND_WRITTEN
-from torchdevice.runtime import bindings, classes, emulation, processes
+from torchdevice.reporting.counts import configure_logging
+from torchdevice.runtime import bindings, device_classes, processes
 from torchdevice.runtime.compilers import Compilers
-from torchdevice.runtime.devices import resolve_devices, resolve_target
-from torchdevice.runtime.patching import Patcher
-from torchdevice.runtime.redirect import Redirect
-from torchdevice.runtime.report import configure_logging
-from torchdevice.runtime.views import outside, patch_warning_places
+from torchdevice.runtime.device_maps import resolve_devices
+from torchdevice.runtime.emulation import Emulation, unsupported
+from torchdevice.runtime.installation import Installation
+from torchdevice.version import __version__
 
 FEATURES = ("torchdevice.fallback", "torchdevice.distributed", "torchdevice.standins")
-"""Modules whose ``activate(patcher, target, options)`` runs after the runtime's own patches."""
+"""Packages whose ``activate(patcher, target, options)`` runs after the runtime's own patches."""
 
 log = logging.getLogger("torchdevice")
 
 
 @dataclass
 class State:
-    """An installation: what ``"cuda"`` means and how to undo it."""
+    """An installation in place: its options and how to undo it."""
 
-    target: torch.device
+    device: torch.device
     options: dict[str, Any]
     patcher: Patcher = field(default_factory=Patcher)
-    redirect: Redirect | None = None  # None: passthrough, nothing patched
+    installation: Installation | None = None  # None: passthrough, nothing patched
+    emulation: Emulation | None = None
 
 
 _lock = threading.RLock()
 _state: State | None = None
 
 
-def install(target: str | torch.device | None = None, *, prefer_mlx: bool = False,
-            devices: int | None = None) -> torch.device:
+def install(target: str | torch.device | None = None, *, prefer_mlx: bool = False, devices: int | None = None,
+            report: str | os.PathLike[str] | None = None) -> torch.device:
     """Activate the runtime; return the device ``"cuda"`` now means. Idempotent; a new target or option
-    reinstalls. ``devices``: how many CUDA devices to emulate (see :func:`.devices.resolve_devices`)."""
+    reinstalls. ``devices``: how many CUDA devices to emulate (see :func:`.device_maps.resolve_devices`);
+    ``report``: where the program's report goes (else ``$TORCHDEVICE_REPORT``, see
+    :mod:`torchdevice.reporting.program`)."""
+    _start_report(report)
+    device = _install(target, prefer_mlx, devices)
+    if report is not None:
+        processes.join_report()  # installed already with the same options: the environment still needs it
+    return device
+
+
+def _install(target: str | torch.device | None, prefer_mlx: bool, devices: int | None) -> torch.device:
     global _state
     with _lock:
-        device = resolve_target(target)
+        name = resolve(target)
         options: dict[str, Any] = {"prefer_mlx": prefer_mlx or os.environ.get("TORCHDEVICE_PREFER_MLX") == "1",
-                                   "devices": resolve_devices(devices)}
+                                   "devices": resolve_devices(devices), "target": name}
         if _state is not None:
-            if _state.target == device and _state.options == options:
-                return device
+            if _state.options == options:
+                return _state.device
             uninstall()
         configure_logging()
         check_torch_version()
-        state = _state = State(device, options)  # visible to features while they activate
+        state = _state = State(torch.device("cuda"), options)
         try:
-            if device.type != "cuda":
-                _activate(state)
-                processes.propagate(state.patcher, device, options["prefer_mlx"], devices)
+            if name != "cuda":
+                _activate(state, name)
+                processes.propagate(state.patcher, name, options["prefer_mlx"], devices)
         except BaseException:
-            _deactivate(state)
+            state.patcher.restore()
             _state = None
             raise
         stale = bindings.stale_bindings(state.patcher.replaced)
         if stale:
-            warnings.warn(bindings.message(stale), stacklevel=3)
-        log.info("installed: cuda -> %s", device if device.type != "cuda" else "cuda (passthrough)")
-        return device
+            warnings.warn(bindings.message(stale), stacklevel=4)
+        log.info("installed: cuda -> %s", state.device if name != "cuda" else "cuda (passthrough)")
+        return state.device
+
+
+def _start_report(report: str | os.PathLike[str] | None) -> None:
+    """Start the program's report where asked (``report``, else ``$TORCHDEVICE_REPORT`` in a process that is
+    not already part of one)."""
+    if report is None:
+        report = os.environ.get("TORCHDEVICE_REPORT") or None
+        if report is None or "torchdevice.reporting.program" in sys.modules:
+            return
+    from torchdevice.reporting import program
+
+    program.start(report)
 
 
 def uninstall() -> None:
@@ -89,28 +117,55 @@ def uninstall() -> None:
     with _lock:
         if _state is None:
             return
-        flush()
-        _deactivate(_state)
+        _state.patcher.restore()
         _state = None
 
 
 def current_target() -> torch.device:
     """The device ``"cuda"`` means now (``cuda`` itself when not installed or passing through)."""
     state = _state
-    return state.target if state is not None else torch.device("cuda")
+    return state.device if state is not None else torch.device("cuda")
+
+
+def installation() -> Installation | None:
+    """The installation in place (None when not installed or passing through)."""
+    state = _state
+    return state.installation if state is not None else None
+
+
+def emulation() -> Emulation | None:
+    """The ``torch.cuda`` emulation in place (None when not installed or passing through)."""
+    state = _state
+    return state.emulation if state is not None else None
 
 
 def options() -> dict[str, Any] | None:
-    """The options of the active installation, ``None`` when not installed."""
+    """What the installation in place was made with (``target``: the target's name, ``prefer_mlx``, ``devices``),
+    None when not installed: ``install(**options())`` makes it again."""
     state = _state
     return dict(state.options) if state is not None else None
 
 
-def flush() -> None:
-    """Fold pending redirect counts into :mod:`torchdevice.runtime.report`."""
-    state = _state
-    if state is not None and state.redirect is not None:
-        state.redirect.flush()
+def install_inherited() -> torch.device:
+    """Install as ``TORCHDEVICE_INSTALL`` says (what the start-up hook calls once torch is imported; see
+    :mod:`.processes`)."""
+    value = os.environ.get(processes.VARIABLE, "")
+    try:
+        arguments = processes.decode(value)
+    except ValueError as exc:
+        warnings.warn(f"torchdevice: {processes.VARIABLE}={value!r}: {exc}; installing with the defaults",
+                      stacklevel=2)
+        arguments = {}
+    report = arguments.pop("report", None)
+    if report is not None:
+        from torchdevice.reporting import program
+
+        program.join(report)
+    try:
+        arguments["target"] = resolve(arguments.get("target"))
+    except (ValueError, RuntimeError) as exc:  # the parent's target is not one this process can have
+        raise type(exc)(f"{exc} ({processes.VARIABLE}={value})") from None
+    return install(**arguments)
 
 
 @functools.cache
@@ -120,7 +175,7 @@ def check_torch_version() -> None:
     from torchdevice_generated import TORCH_VERSION
 
     if _release(torch.__version__) != _release(TORCH_VERSION):
-        warnings.warn(f"torchdevice {torchdevice.__version__} was built for torch {TORCH_VERSION} "
+        warnings.warn(f"torchdevice {__version__} was built for torch {TORCH_VERSION} "
                       f"(any {'.'.join(_release(TORCH_VERSION))}.x); this is torch {torch.__version__}: "
                       "device entry points it does not know are left untranslated", stacklevel=outside())
 
@@ -130,40 +185,47 @@ def _release(version: str) -> tuple[str, ...]:
     return tuple(version.split("+")[0].split(".")[:2])
 
 
-def _activate(state: State) -> None:
+def _target(patcher: Patcher, name: str) -> Target:
+    """The target called ``name``; the simulated Mac is set up here, its one activation point."""
+    if name == SIMULATED_MPS:
+        from torchdevice import simulated
+
+        return simulated.activate(patcher)
+    return for_name(name)
+
+
+def _activate(state: State, name: str) -> None:
     from torchdevice_generated import cuda_table, device_wrappers
 
-    r = state.redirect = Redirect(state.target, state.options["devices"])
     patcher = state.patcher
-    patcher.set(emulation, "_active", r)
-    patcher.set(emulation, "_streams", {})  # each installation starts on the default stream
-    patcher.set(emulation, "_memory_fraction", {})  # and with the whole memory: uninstall forgets a fraction
+    target = _target(patcher, name)
+    inst = state.installation = Installation(target, state.options["devices"], state.options["prefer_mlx"])
+    state.device = inst.device
+    patcher.defer(inst.counts.close)
     patch_warning_places(patcher)
     compilers = Compilers(patcher)
     for w in device_wrappers.WRAPPERS:
-        owner = resolve(w.module, w.path)
+        owner = resolve_attribute(w.module, w.path)
         original = getattr(owner, w.attr)
         # help(), IDEs and inspect.signature see the original through the wrapper: set once, free per call
-        wrapper = functools.update_wrapper(w.factory(original, r, r.slot(w.op)), original)
+        wrapper = functools.update_wrapper(w.factory(original, inst, inst.counts.slot(w.op)), original)
         patcher.set(owner, w.attr, wrapper)
         compilers.add(original, wrapper)
-    for name in HAND_WRITTEN:
-        importlib.import_module(f"torchdevice.runtime.{name}").patch(patcher, r)
-    compilers.add(classes.DEVICE, torch.device)
+    emulation = state.emulation = Emulation(inst)
+    for module in HAND_WRITTEN:
+        importlib.import_module(f"torchdevice.runtime.{module}").patch(patcher, inst, emulation)
+    compilers.add(device_classes.DEVICE, torch.device)
     for e in cuda_table.EMULATION:
+        owner = resolve_attribute(e.module, e.path)
         if e.policy == "unsupported":
-            patcher.set(resolve(e.module, e.path), e.attr, emulation.unsupported(e.name, e.why, e.is_class))
+            patcher.set(owner, e.attr, unsupported(e.name, e.why, e.is_class, inst.device))
         elif e.policy == "emulate":
-            patcher.set(resolve(e.module, e.path), e.attr, emulation.build(e.does, e.value, e.name))
-    for name in FEATURES:
-        importlib.import_module(name).activate(patcher, state.target, dict(state.options))
+            patcher.set(owner, e.attr, emulation.build(e.does, e.value, e.name))
+    for feature in FEATURES:
+        importlib.import_module(feature).activate(patcher, target, dict(state.options))
 
 
-def _deactivate(state: State) -> None:
-    state.patcher.restore()
-
-
-def resolve(module: str, path: tuple[str, ...]) -> Any:
+def resolve_attribute(module: str, path: tuple[str, ...]) -> Any:
     """The object at ``module`` then attribute ``path`` (``("Tensor",)`` in ``torch``: ``torch.Tensor``)."""
     owner: Any = importlib.import_module(module)
     for part in path:

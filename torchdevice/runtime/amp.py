@@ -15,8 +15,10 @@ A region opened for ``"cuda"`` is CUDA's, as on a GPU:
 - the ops on the target's autocast key follow CUDA's policy while that state is on
   (:mod:`.autocast_policy`); a region opened for ``"cpu"`` alone keeps the CPU's policy.
 
-On the simulated Mac, device tensors are host tensors in C++ and dispatch to ``AutocastCPU``: the policy is
-registered there (casting only device tensors) and a CUDA region turns the CPU's autocast on with it.
+The policy is registered on the autocast key of the device type the target's tensors are in C++
+(:attr:`~torchdevice.device.target.Target.storage_type`): on the simulated Mac, whose device tensors are host
+tensors in C++, that is ``AutocastCPU`` (casting only device tensors), and a CUDA region turns the CPU's
+autocast on with it.
 """
 
 from __future__ import annotations
@@ -27,20 +29,20 @@ from typing import Any
 
 import torch
 
+from torchdevice.patching import Patcher
 from torchdevice.runtime import autocast_policy
-from torchdevice.runtime.devices import is_simulated
-from torchdevice.runtime.patching import Patcher
-from torchdevice.runtime.redirect import Redirect
+from torchdevice.runtime.emulation import Emulation
+from torchdevice.runtime.installation import Installation
 
 _CUDA = "_torchdevice_cuda"
 """Attribute of an autocast instance opened for ``"cuda"``: CUDA's state before it was entered."""
 
 
-def patch(patcher: Patcher, r: Redirect) -> None:
+def patch(patcher: Patcher, r: Installation, emulation: Emulation) -> None:
     autocast, scaler = torch.amp.autocast_mode.autocast, torch.amp.grad_scaler.GradScaler
     autocast_init, autocast_enter, autocast_exit = autocast.__init__, autocast.__enter__, autocast.__exit__
     scaler_init = scaler.__init__
-    autocast_slot, scaler_slot = r.slot("torch.autocast"), r.slot("torch.amp.GradScaler")
+    autocast_slot, scaler_slot = r.counts.slot("torch.autocast"), r.counts.slot("torch.amp.GradScaler")
 
     @functools.wraps(autocast_init)
     def autocast_init_on_target(self: Any, device_type: str, *args: Any, **kwargs: Any) -> None:
@@ -55,16 +57,17 @@ def patch(patcher: Patcher, r: Redirect) -> None:
 
     registered: list[bool] = []
     lock = threading.Lock()
-    simulated = is_simulated(r.target)
-    # the autocast states a CUDA region sets: CUDA's, and on the simulated Mac the CPU's (see above)
-    kinds = ("cuda", "cpu") if simulated else ("cuda",)
+    storage = r.target.storage_type
+    # the autocast states a CUDA region sets: CUDA's, and that of the device type the target's tensors are in C++
+    # where it is not the target's own (the simulated Mac's are host tensors: see above)
+    kinds = ("cuda",) if storage == r.device.type else ("cuda", storage)
 
     def register_policy() -> None:
         """CUDA's policy kernels, registered when the first CUDA region opens (resolving ~120 aten overloads
         costs ~0.1 s: a program that never autocasts does not pay it); undone by ``uninstall()``."""
         with lock:
             if not registered:
-                autocast_policy.activate(patcher, r.types["cuda"], "AutocastCPU" if simulated else None)
+                autocast_policy.activate(patcher, r.device.type, autocast_policy.KEYS[storage])
                 registered.append(True)
 
     @functools.wraps(autocast_enter)

@@ -22,15 +22,14 @@ reproduced: a parameter is cast again at each use (same values; the cost is in `
 from __future__ import annotations
 
 import logging
-import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from torchdevice.fallback.route import RoutedOp
-from torchdevice.runtime.patching import Patcher
+from torchdevice.device.aten import OpSchema, overload
+from torchdevice.patching import Patcher
 
 KEYS = {"cpu": "AutocastCPU", "mps": "AutocastMPS"}
 """The autocast dispatch key of each target device type."""
@@ -53,14 +52,14 @@ def activate(patcher: Patcher, device_type: str, key: str | None = None) -> None
         log.warning("autocast: no autocast key known for %s; CUDA's autocast policy is not applied", device_type)
         return
     library = torch.library.Library("aten", "IMPL")
+    patcher.defer(library._destroy)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Warning only once for all operators")  # overriding the key's kernel
         for name, policy, dtype_at, redispatch, message in POLICY:
-            op = _overload(name)
+            op = overload(name)
             if op is not None:
                 library.impl(op, kernel(op, policy, key, device_type, dtype_at, redispatch, message), key,
                              with_keyset=True)
-    patcher.set(sys.modules[__name__], "_library", library)
 
 
 def kernel(op: torch._ops.OpOverload, policy: str, key: str, device_type: str, dtype_at: int = -1,
@@ -103,7 +102,7 @@ def kernel(op: torch._ops.OpOverload, policy: str, key: str, device_type: str, d
                     return run(*args, **kwargs)
                 return run(*(args[:dtype_at] if positional else args), **{**kwargs, "dtype": _FLOAT})
     elif policy == "fp32_append_dtype":
-        target = _overload(redispatch)
+        target = overload(redispatch)
         assert target is not None, redispatch
         defaults = [a.default_value for a in op._schema.arguments]
 
@@ -147,7 +146,7 @@ def promote_type(lower: torch.dtype, values: list[Any], eligible: Callable[[Any]
 def _own(op: torch._ops.OpOverload, key: str) -> Kernel:
     """The key's own behaviour for ``op``: the kernel registered there, or falling through to the next key
     (ops called inside still see the key, as with the dispatcher's own fall-through)."""
-    schema, plan = op._schema, RoutedOp(op)
+    schema, plan = op._schema, OpSchema.of(op)
     qualified = f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name
     if not torch._C._dispatch_has_kernel_for_dispatch_key(qualified, key):
         skip, redispatch = getattr(torch._C.DispatchKey, key), op._handle.redispatch_boxed
@@ -160,10 +159,3 @@ def _own(op: torch._ops.OpOverload, key: str) -> Kernel:
     def registered(keyset: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return native.call_boxed(keyset, *plan.boxed(args), **kwargs)
     return registered
-
-
-def _overload(name: str) -> torch._ops.OpOverload | None:
-    op, _, overload = name.partition(".")
-    return getattr(getattr(torch.ops.aten, op, None), overload, None)
-
-

@@ -24,13 +24,13 @@ from typing import Any
 import torch
 import torch.jit._builtins
 
-from torchdevice.runtime.patching import Patcher
+from torchdevice.patching import Patcher
 
 TRACE_RULES = "torch._dynamo.trace_rules"
 
 SCRIPTED_TYPES = {torch.device: "aten::device"}
 """C types TorchScript recognises by identity, with the op it compiles their calls to: a stand-in
-for one (:mod:`torchdevice.runtime.classes`) is compiled to the same op."""
+for one (:mod:`torchdevice.runtime.device_classes`) is compiled to the same op."""
 
 
 class Compilers:

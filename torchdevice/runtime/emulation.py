@@ -1,21 +1,23 @@
 """The ``torch.cuda`` namespace on a machine without CUDA: the implementations behind the emulation vocabulary.
 
-``catalog/overlays/cuda.yaml`` says, for each public ``torch.cuda`` entry, which word of
-:data:`VOCABULARY` stands in for it (``does``) and with which ``value``; the generated
-``torchdevice_generated.cuda_table`` carries that to the runtime, which installs
-``build(does, value)`` in place of the entry. The emulated device is the target (MPS or CPU):
+``catalog/overlays/cuda.yaml`` says, for each public ``torch.cuda`` entry, which word of the vocabulary stands
+in for it (``does``) and with which ``value``; the generated ``torchdevice_generated.cuda_table`` carries that
+to the runtime, which installs ``Emulation.build(does, value, name)`` in place of the entry. The words are the
+methods (and classes) of :class:`Emulation` marked ``@word`` (the object installed) or ``@builder`` (called with
+the ``value``); one :class:`Emulation` serves one installation and holds its streams and memory fraction. The
+emulated device is the target (MPS or CPU):
 
 * availability: N devices (``TORCHDEVICE_DEVICES``, default 1; see
-  :func:`torchdevice.runtime.devices.resolve_devices`), always initialised, each of them the target;
+  :func:`torchdevice.runtime.device_maps.resolve_devices`), always initialised, each of them the target;
   ``set_device`` and ``with torch.cuda.device(k)`` select the current one per thread, as CUDA does;
   an index of no emulated device raises CUDA's error; torch's own code still sees no CUDA (see
-  :mod:`torchdevice.runtime.views`);
+  :mod:`torchdevice.callers`);
 * random numbers: on the CPU target each emulated device has its own generator, apart from the host's
   (``torch.cuda.manual_seed`` seeds what ``torch.randn(..., device="cuda")`` draws from and leaves
   ``torch.randn(3)`` alone); on MPS the CUDA generator is MPS's default generator;
 * memory statistics: on MPS what ``torch.mps`` reports (current and driver-allocated bytes; MPS keeps
   no peak, so ``max_*`` report the current value); on the CPU target the bytes of the live storages
-  made on each emulated device and their peak (:mod:`torchdevice.runtime.residence`), and
+  made on each emulated device and their peak (:mod:`torchdevice.device.residence`), and
   ``mem_get_info`` reports the system's free and total memory;
 * streams are in-order queues that are always complete; events time with a host clock after
   synchronising the target, so ``elapsed_time`` measures what ran between two ``record()`` calls.
@@ -32,60 +34,38 @@ import types
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from torchdevice.runtime.devices import invalid_ordinal
-from torchdevice.runtime.residence import device_index
-from torchdevice.runtime.views import torch_internal
+from torchdevice.callers import torch_internal
+from torchdevice.device.residence import device_index
+from torchdevice.runtime.device_maps import invalid_ordinal
 
-_active: Any = None
-"""The active :class:`torchdevice.runtime.redirect.Redirect`; set (and restored) by the runtime's patcher."""
+if TYPE_CHECKING:
+    from torchdevice.runtime.installation import Installation
 
-VOCABULARY: dict[str, Callable[[Any], Any]] = {}
-"""Word -> builder: called with the overlay's ``value``, returns the object installed for the entry."""
+WORDS: dict[str, str] = {}
+"""Word -> how it is built: ``word`` (the method or class itself) or ``builder`` (called with the ``value``)."""
 
 
 def word(obj: Any) -> Any:
-    """Register ``obj`` as the implementation of the vocabulary word ``obj.__name__``."""
-    VOCABULARY[obj.__name__] = lambda value: obj
+    """Mark ``obj`` (a method of :class:`Emulation`, or a class) as the vocabulary word ``obj.__name__``."""
+    WORDS[obj.__name__] = "word"
     return obj
 
 
-def builder(fn: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """Register ``fn(value)`` as the builder of the vocabulary word ``fn.__name__``."""
-    VOCABULARY[fn.__name__] = fn
+def builder(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark method ``fn(self, value)`` as the builder of the vocabulary word ``fn.__name__``."""
+    WORDS[fn.__name__] = "builder"
     return fn
 
 
-def build(does: str, value: Any, name: str) -> Any:
-    """The object that stands in for torch entry ``name`` under the vocabulary word ``does``."""
-    if does not in VOCABULARY:
-        raise LookupError(f"torchdevice: no emulation {does!r} (for {name}); known: {', '.join(sorted(VOCABULARY))}")
-    built = VOCABULARY[does](value)
-    return _own_function(name, built) if name.startswith("torch.accelerator.") else built
-
-
-def _redirect() -> Any:
-    if _active is None:
-        raise RuntimeError("torchdevice: the CUDA emulation is used while the runtime is not installed")
-    return _active
-
-
-def target() -> torch.device:
-    return _redirect().target
-
-
-def _on_mps() -> bool:
-    return target().type == "mps" and torch.backends.mps.is_available()  # the simulated MPS: as the CPU
-
-
-def unsupported(name: str, why: str, is_class: bool) -> Any:
+def unsupported(name: str, why: str, is_class: bool, target: torch.device) -> Any:
     """A stand-in for ``name`` that raises, naming the entry, the target and the reason, when used."""
 
     def fail(*args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError(f"{name} is not supported on target {target().type!r} by torchdevice: {why}")
+        raise NotImplementedError(f"{name} is not supported on target {target.type!r} by torchdevice: {why}")
 
     if not is_class:
         fail.__name__ = fail.__qualname__ = name.rpartition(".")[2]
@@ -93,121 +73,391 @@ def unsupported(name: str, why: str, is_class: bool) -> Any:
     return type(name.rpartition(".")[2], (), {"__new__": fail, "__doc__": f"Unsupported: {why}"})
 
 
-# -- generic words -------------------------------------------------------------------------------
+class Emulation:
+    """The ``torch.cuda`` namespace of one installation: its words, its streams and its memory fraction."""
 
+    def __init__(self, installation: Installation) -> None:
+        self.installation = installation
+        self.target = installation.device
+        self.on_mps = installation.target.storage_type == "mps"
+        """Whether the target is a real MPS device (its own allocator, generator and synchronisation)."""
+        self.streams: dict[str, Stream] = {}
+        self.memory_fraction = 1.0
+        self._built: dict[tuple[str, str, str], Any] = {}
+        self.classes = {cls.__name__: type(cls.__name__, (cls,), {"em": self, "__module__": "torch.cuda",
+                                                                  "__qualname__": cls.__qualname__})
+                        for cls in (device, device_of, Event, Stream, StreamContext)}
+        """The word classes bound to this emulation (``torch.cuda.Event`` and kin)."""
 
-@word
-def noop(*args: Any, **kwargs: Any) -> None:
-    """Accept anything, do nothing (nothing to do on the target)."""
+    def build(self, does: str, value: Any, name: str) -> Any:
+        """The object that stands in for torch entry ``name`` under the vocabulary word ``does`` (the same object
+        for the same arguments)."""
+        key = (does, repr(value), name)
+        if key not in self._built:
+            kind = WORDS.get(does)
+            if kind is None:
+                raise LookupError(f"torchdevice: no emulation {does!r} (for {name}); known: {', '.join(sorted(WORDS))}")
+            found = self.classes.get(does) or getattr(self, does, None) or globals()[does]
+            built = found(value) if kind == "builder" else found
+            self._built[key] = _own_function(name, built) if name.startswith("torch.accelerator.") else built
+        return self._built[key]
 
+    # -- generic words ---------------------------------------------------------------------------
 
-@word
-@contextlib.contextmanager
-def null_context(*args: Any, **kwargs: Any) -> Iterator[None]:
-    """A context manager (and decorator) that does nothing."""
-    yield
+    @word
+    @staticmethod
+    def noop(*args: Any, **kwargs: Any) -> None:
+        """Accept anything, do nothing (nothing to do on the target)."""
 
+    @word
+    @staticmethod
+    @contextlib.contextmanager
+    def null_context(*args: Any, **kwargs: Any) -> Iterator[None]:
+        """A context manager (and decorator) that does nothing."""
+        yield
 
-@builder
-def constant(value: Any) -> Callable[..., Any]:
-    """A function that accepts anything and returns (a fresh copy of) ``value``."""
+    @builder
+    @staticmethod
+    def constant(value: Any) -> Callable[..., Any]:
+        """A function that accepts anything and returns (a fresh copy of) ``value``."""
 
-    def fixed(*args: Any, **kwargs: Any) -> Any:
-        return type(value)(value) if isinstance(value, (list, dict)) else value
+        def fixed(*args: Any, **kwargs: Any) -> Any:
+            return type(value)(value) if isinstance(value, (list, dict)) else value
 
-    return fixed
+        return fixed
 
+    # -- devices ---------------------------------------------------------------------------------
 
-# -- devices -------------------------------------------------------------------------------------
+    @word
+    @staticmethod
+    def is_available() -> bool:
+        """True for the program and its libraries; torch's own code gets the real answer (no CUDA)."""
+        return not torch_internal()
 
+    @word
+    @staticmethod
+    def is_initialized() -> bool:
+        """Like :meth:`is_available`: the emulated device is ready as soon as it is available."""
+        return not torch_internal()
 
-@word
-def is_available() -> bool:
-    """True for the program and its libraries; torch's own code gets the real answer (no CUDA)."""
-    return not torch_internal()
+    @word
+    def device_count(self) -> int:
+        """The emulated devices for the program; torch's own code sees none."""
+        return 0 if torch_internal() else self.installation.emulated
 
+    @word
+    def current_device(self) -> int:
+        return self.installation.current()
 
-@word
-def is_initialized() -> bool:
-    """Like :func:`is_available`: the emulated device is ready as soon as it is available."""
-    return not torch_internal()
+    def index(self, device: Any) -> int:
+        """The CUDA device index ``device`` names (the current one for ``None``, a negative index or a device
+        without index); an index of no emulated device raises CUDA's error."""
+        if isinstance(device, str):
+            device = torch.device(device)
+        if isinstance(device, torch.device):
+            if device.type not in ("cuda", self.target.type):
+                raise ValueError(f"Expected a cuda device, but got: {device}")
+            device = device.index
+        if device is None:
+            return self.current_device()
+        if not isinstance(device, int) or isinstance(device, bool):
+            raise ValueError(f"Expected a cuda device, but got: {device!r}")
+        if device < 0:
+            return self.current_device()
+        if device >= self.installation.emulated:
+            raise invalid_ordinal(device, self.installation.emulated)
+        return device
 
+    def property_index(self, device: Any) -> int:
+        """:meth:`index` for the device property queries, which CUDA answers with an ``AssertionError``."""
+        try:
+            return self.index(device)
+        except torch.AcceleratorError:
+            raise AssertionError("Invalid device id") from None
 
-@word
-def device_count() -> int:
-    """The emulated devices for the program; torch's own code sees none."""
-    return 0 if torch_internal() else _redirect().emulated
+    @word
+    def set_device(self, device: Any) -> None:
+        """Make ``device`` this thread's current device (a negative index: no change)."""
+        self.installation.selected.index = self.index(device)
 
+    @word
+    def get_device_name(self, device: Any = None) -> str:
+        self.property_index(device)
+        if self.on_mps:
+            return "Apple MPS (torchdevice)"
+        return f"{platform.processor() or platform.machine()} CPU (torchdevice)"
 
-@word
-def current_device() -> int:
-    return _redirect().current()
+    @word
+    def get_device_properties(self, device: Any = None) -> DeviceProperties:
+        major, minor = self.get_device_capability(device)
+        total = self.mem_get_info(device)[1]
+        return DeviceProperties(self.get_device_name(device), major, minor, total, os.cpu_count() or 1)
 
+    @word
+    def get_device_capability(self, device: Any = None) -> tuple[int, int]:
+        self.property_index(device)
+        return CAPABILITY
 
-def _index(device: Any) -> int:
-    """The CUDA device index ``device`` names (the current one for ``None``, a negative index or a device
-    without index); an index of no emulated device raises CUDA's error."""
-    if isinstance(device, str):
-        device = torch.device(device)
-    if isinstance(device, torch.device):
-        if device.type not in ("cuda", target().type):
-            raise ValueError(f"Expected a cuda device, but got: {device}")
-        device = device.index
-    if device is None:
-        return current_device()
-    if not isinstance(device, int) or isinstance(device, bool):
-        raise ValueError(f"Expected a cuda device, but got: {device!r}")
-    if device < 0:
-        return current_device()
-    if device >= _redirect().emulated:
-        raise invalid_ordinal(device, _redirect().emulated)
-    return device
+    @word
+    def is_bf16_supported(self, including_emulation: bool = True) -> bool:
+        return torch.backends.mps.is_macos_or_newer(14, 0) if self.on_mps else True
 
+    @word
+    def synchronize(self, device: Any = None) -> None:
+        """Wait for the target: ``torch.mps.synchronize()``; CPU work is already complete."""
+        self.index(device)
+        if self.on_mps:
+            torch.mps.synchronize()
 
-def _property_index(device: Any) -> int:
-    """:func:`_index` for the device property queries, which CUDA answers with an ``AssertionError``."""
-    try:
-        return _index(device)
-    except torch.AcceleratorError:
-        raise AssertionError("Invalid device id") from None
+    @word
+    def list_gpu_processes(self, device: Any = None) -> str:
+        return f"GPU:{self.index(device)}\nno processes are running (emulated on {self.target.type})"
 
+    # -- streams ---------------------------------------------------------------------------------
 
-@word
-def set_device(device: Any) -> None:
-    """Make ``device`` this thread's current device (a negative index: no change)."""
-    _redirect().selected.index = _index(device)
+    def _default(self) -> Stream:
+        return self.streams.setdefault("default", self.classes["Stream"]())
 
+    @word
+    def default_stream(self, device: Any = None) -> Stream:
+        self.index(device)
+        return self._default()
 
-@word
-class device:
-    """Context manager that makes ``device`` the current device, and the previous one again on exit."""
+    @word
+    def current_stream(self, device: Any = None) -> Stream:
+        self.index(device)
+        return self.streams.get("current") or self._default()
 
-    def __init__(self, device: Any) -> None:
-        self.idx = _index(device)
-        self.prev_idx = -1
+    @word
+    def set_stream(self, stream: Stream | None) -> None:
+        if stream is not None:
+            self.streams["current"] = stream
 
-    def __enter__(self) -> None:
-        self.prev_idx = current_device()
-        set_device(self.idx)
+    @word
+    def stream(self, stream: Stream | None) -> StreamContext:
+        return self.classes["StreamContext"](stream)
 
-    def __exit__(self, *exc: object) -> None:
-        set_device(self.prev_idx)
+    # -- memory ----------------------------------------------------------------------------------
 
+    def _allocated(self, device: Any) -> int:
+        if self.on_mps:
+            return torch.mps.current_allocated_memory()
+        return self.installation.ledger.allocated[self.index(device)]
 
-@word
-class device_of(device):
-    """Context manager that selects the device of a tensor: its emulated device, else the current one."""
+    def _peak(self, device: Any) -> int:
+        """MPS keeps no peak: its current value stands in."""
+        return self._allocated(device) if self.on_mps else self.installation.ledger.peak[self.index(device)]
 
-    def __init__(self, obj: Any) -> None:
-        super().__init__(device_index(obj) if isinstance(obj, torch.Tensor) else None)
+    def _reserved(self, device: Any) -> int:
+        """Bytes the allocator holds; on the CPU, which caches nothing, what live device tensors hold."""
+        return torch.mps.driver_allocated_memory() if self.on_mps else self._allocated(device)
 
+    @word
+    def memory_allocated(self, device: Any = None) -> int:
+        """Bytes held by device tensors: on the CPU target, the live storages made on that emulated device
+        (:mod:`torchdevice.device.residence`); ``torch.mps.current_allocated_memory()`` on MPS."""
+        return self._allocated(device)
 
-@word
-def get_device_name(device: Any = None) -> str:
-    _property_index(device)
-    if _on_mps():
-        return "Apple MPS (torchdevice)"
-    return f"{platform.processor() or platform.machine()} CPU (torchdevice)"
+    @word
+    def max_memory_allocated(self, device: Any = None) -> int:
+        """The peak of :meth:`memory_allocated` since the start or :meth:`reset_peak_memory_stats`."""
+        return self._peak(device)
+
+    @word
+    def memory_reserved(self, device: Any = None) -> int:
+        """Bytes held by the allocator: ``torch.mps.driver_allocated_memory()``; on the CPU what device tensors
+        hold."""
+        return self._reserved(device)
+
+    @word
+    def max_memory_reserved(self, device: Any = None) -> int:
+        return self._reserved(device) if self.on_mps else self._peak(device)
+
+    @word
+    def reset_peak_memory_stats(self, device: Any = None) -> None:
+        if not self.on_mps:
+            self.installation.ledger.reset_peak(self.index(device))
+
+    @word
+    def memory_stats(self, device: Any = None) -> dict[str, int]:
+        """The allocator statistics that have a counterpart on the target (current and peak bytes)."""
+        current = {"allocated_bytes": self.memory_allocated(device), "reserved_bytes": self.memory_reserved(device),
+                   "active_bytes": self.memory_allocated(device)}
+        peak = {"allocated_bytes": self.max_memory_allocated(device),
+                "reserved_bytes": self.max_memory_reserved(device), "active_bytes": self.max_memory_allocated(device)}
+        stats = {}
+        for key in current:
+            stats[f"{key}.all.current"], stats[f"{key}.all.peak"] = current[key], peak[key]
+        stats.update(num_alloc_retries=0, num_ooms=0)
+        return dict(sorted(stats.items()))
+
+    @word
+    def memory_stats_as_nested_dict(self, device: Any = None) -> dict[str, Any]:
+        nested: dict[str, Any] = {}
+        for key, value in self.memory_stats(device).items():
+            *path, leaf = key.split(".")
+            node = nested
+            for part in path:
+                node = node.setdefault(part, {})
+            node[leaf] = value
+        return nested
+
+    @word
+    def memory_summary(self, device: Any = None, abbreviated: bool = False) -> str:
+        lines = [f"torchdevice memory summary (CUDA emulated on {self.target.type})"]
+        lines += [f"  {key:<32} {value:>16,}" for key, value in self.memory_stats(device).items()]
+        return "\n".join(lines)
+
+    @word
+    def mem_get_info(self, device: Any = None) -> tuple[int, int]:
+        """``(free, total)`` bytes: MPS's recommended working set less what its driver holds; system memory on
+        CPU."""
+        self.index(device)
+        if self.on_mps:
+            total = torch.mps.recommended_max_memory()
+            return max(total - torch.mps.driver_allocated_memory(), 0), total
+        page = os.sysconf("SC_PAGE_SIZE")
+        return os.sysconf("SC_AVPHYS_PAGES") * page, os.sysconf("SC_PHYS_PAGES") * page
+
+    @word
+    def empty_cache(self) -> None:
+        if self.on_mps:
+            torch.mps.empty_cache()
+
+    @word
+    def set_per_process_memory_fraction(self, fraction: float, device: Any = None) -> None:
+        self.index(device)
+        if not 0 <= fraction <= 1:
+            raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
+        if self.on_mps:
+            torch.mps.set_per_process_memory_fraction(fraction)
+        self.memory_fraction = fraction
+
+    @word
+    def get_per_process_memory_fraction(self, device: Any = None) -> float:
+        self.index(device)
+        return self.memory_fraction
+
+    # -- backends --------------------------------------------------------------------------------
+
+    @word
+    @staticmethod
+    def preferred_linalg_library(backend: Any = None) -> Any:
+        """Accept any choice (cuSOLVER and MAGMA are CUDA libraries); report the backend in use."""
+        return torch._C._get_linalg_preferred_backend()
+
+    # -- random numbers --------------------------------------------------------------------------
+
+    def generator(self, device: Any = None) -> torch.Generator:
+        """The emulated CUDA generator of ``device``: on MPS the target's default generator; on the CPU one
+        generator per emulated device, apart from the host's (see :class:`~.installation.Installation`)."""
+        if self.on_mps:
+            return torch.mps._get_default_mps_generator()
+        return self.installation.generators[self.index(device)]
+
+    def _all_generators(self) -> tuple[torch.Generator, ...]:
+        if self.on_mps:
+            return (self.generator(),) * self.installation.emulated
+        return self.installation.generators
+
+    @word
+    def manual_seed(self, seed: int) -> None:
+        self.generator().manual_seed(int(seed))
+
+    @word
+    def manual_seed_all(self, seed: int) -> None:
+        for generator in self._all_generators():
+            generator.manual_seed(int(seed))
+
+    @word
+    def seed(self) -> None:
+        self.generator().seed()
+
+    @word
+    def seed_all(self) -> None:
+        """A random seed, the same for every emulated device, as CUDA's ``seed_all`` does."""
+        generators = self._all_generators()
+        chosen = generators[0].seed()
+        for generator in generators[1:]:
+            generator.manual_seed(chosen)
+
+    @word
+    def initial_seed(self) -> int:
+        return self.generator().initial_seed()
+
+    @word
+    def get_rng_state(self, device: Any = "cuda") -> torch.Tensor:
+        return self.generator(device).get_state()
+
+    @word
+    def get_rng_state_all(self) -> list[torch.Tensor]:
+        return [generator.get_state() for generator in self._all_generators()]
+
+    @word
+    def set_rng_state(self, new_state: torch.Tensor, device: Any = "cuda") -> None:
+        self.generator(device).set_state(new_state)
+
+    @word
+    def set_rng_state_all(self, new_states: Any) -> None:
+        for generator, state in zip(self._all_generators(), new_states, strict=False):
+            generator.set_state(state)
+
+    @builder
+    def default_generators(self, value: Any) -> tuple[torch.Generator, ...]:
+        """``torch.cuda.default_generators``: one generator per emulated device (MPS's one generator on MPS)."""
+        return self._all_generators()
+
+    # -- legacy tensor types ---------------------------------------------------------------------
+
+    @builder
+    def tensor_type(self, value: str) -> type:
+        """``torch.cuda.FloatTensor`` and kin: the CPU legacy constructor, moved to the target.
+
+        ``value`` is the dtype name (``"float32"``); ``isinstance`` checks dtype and device; one class
+        per dtype, so ``Tensor.type(torch.cuda.HalfTensor)`` (see :mod:`torchdevice.runtime.tensors`) knows it.
+        """
+        dtype = getattr(torch, value)
+        name = torch.tensor([], dtype=dtype).type().removeprefix("torch.")  # "FloatTensor"
+        cpu_type = getattr(torch, name)
+        installation, target = self.installation, self.target
+
+        class Meta(type):
+            def __call__(cls, *args: Any, **kwargs: Any) -> torch.Tensor:
+                made = cpu_type(*args, **kwargs)
+                return made.to(target) if target.type == "mps" else installation.born(made, "cuda")
+
+            def __instancecheck__(cls, instance: object) -> bool:
+                if not isinstance(instance, torch.Tensor) or instance.dtype != dtype:
+                    return False
+                return instance.device.type == "mps" if target.type == "mps" else device_index(instance) is not None
+
+        return Meta(name, (), {"dtype": dtype, "is_cuda": True, "__module__": "torch.cuda"})
+
+    # -- torch.accelerator: the emulated CUDA is the accelerator ---------------------------------
+
+    @word
+    @staticmethod
+    def current_accelerator(check_available: bool = False) -> torch.device | None:
+        """``cuda`` for the program and its libraries (always available); torch's own code gets the real
+        answer (none), as for :meth:`is_available`."""
+        return None if torch_internal() else torch.device("cuda")
+
+    @word
+    def accelerator_capability(self, device: Any = None, /) -> dict[str, Any]:
+        """``torch.accelerator.get_device_capability``: the dtypes whose tensors the target can hold."""
+        self.index(device)
+        return {"supported_dtypes": set(_target_dtypes(self.target.type))}
+
+    @builder
+    @staticmethod
+    def deprecated_alias(value: str) -> Callable[..., Any]:
+        """A deprecated name of ``torch.accelerator.<value>``: warns as torch does, then calls it."""
+
+        def alias(*args: Any, **kwargs: Any) -> Any:
+            warnings.warn(f"Use `{value}` instead.", FutureWarning, stacklevel=2)
+            return getattr(torch.accelerator, value)(*args, **kwargs)
+
+        return alias
 
 
 @dataclass(frozen=True)
@@ -226,42 +476,37 @@ class DeviceProperties:
     gcnArchName: str = ""
 
 
-@word
-def get_device_properties(device: Any = None) -> DeviceProperties:
-    major, minor = get_device_capability(device)
-    total = mem_get_info(device)[1]
-    return DeviceProperties(get_device_name(device), major, minor, total, os.cpu_count() or 1)
-
-
 CAPABILITY = (8, 0)
 """The compute capability reported: that of a device supporting bf16, which the targets do."""
 
 
-@word
-def get_device_capability(device: Any = None) -> tuple[int, int]:
-    _property_index(device)
-    return CAPABILITY
+# -- the word classes: each installation binds a subclass to its emulation (``em``) ----------------
 
 
 @word
-def is_bf16_supported(including_emulation: bool = True) -> bool:
-    return torch.backends.mps.is_macos_or_newer(14, 0) if _on_mps() else True
+class device:
+    """Context manager that makes ``device`` the current device, and the previous one again on exit."""
+
+    em: Emulation
+
+    def __init__(self, device: Any) -> None:
+        self.idx = self.em.index(device)
+        self.prev_idx = -1
+
+    def __enter__(self) -> None:
+        self.prev_idx = self.em.current_device()
+        self.em.set_device(self.idx)
+
+    def __exit__(self, *exc: object) -> None:
+        self.em.set_device(self.prev_idx)
 
 
 @word
-def synchronize(device: Any = None) -> None:
-    """Wait for the target: ``torch.mps.synchronize()``; CPU work is already complete."""
-    _index(device)
-    if _on_mps():
-        torch.mps.synchronize()
+class device_of(device):
+    """Context manager that selects the device of a tensor: its emulated device, else the current one."""
 
-
-@word
-def list_gpu_processes(device: Any = None) -> str:
-    return f"GPU:{_index(device)}\nno processes are running (emulated on {target().type})"
-
-
-# -- streams and events --------------------------------------------------------------------------
+    def __init__(self, obj: Any) -> None:
+        super().__init__(device_index(obj) if isinstance(obj, torch.Tensor) else None)
 
 
 @word
@@ -271,12 +516,14 @@ class Event(torch.Event):
     A ``torch.Event`` (of the CPU, which cannot record by itself), so ``isinstance`` checks hold.
     """
 
+    em: Emulation
+
     def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> Event:
         return super().__new__(cls, "cpu", enable_timing=enable_timing, blocking=blocking, interprocess=interprocess)
 
     def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> None:
         self.enable_timing = enable_timing
-        self._device = target()
+        self._device = self.em.target
         self._time_ns: int | None = None
 
     @property
@@ -284,7 +531,7 @@ class Event(torch.Event):
         return self._device
 
     def record(self, stream: Any = None) -> None:
-        synchronize()
+        self.em.synchronize()
         self._time_ns = time.perf_counter_ns()
 
     def wait(self, stream: Any = None) -> None:
@@ -294,7 +541,7 @@ class Event(torch.Event):
         return True
 
     def synchronize(self) -> None:
-        synchronize()
+        self.em.synchronize()
 
     def elapsed_time(self, end_event: torch.Event) -> float:
         """Milliseconds between this event's and ``end_event``'s ``record()``."""
@@ -320,9 +567,11 @@ class Event(torch.Event):
 class Stream:
     """A CUDA stream on the emulated device: work runs in order, so a stream is always complete."""
 
+    em: Emulation
+
     def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
-        self.device_index = _index(device)
-        self.device = target()
+        self.device_index = self.em.index(device)
+        self.device = self.em.target
         self.priority = priority
         self.cuda_stream = 0
 
@@ -333,7 +582,7 @@ class Stream:
         """Nothing to wait for: every stream is complete."""
 
     def record_event(self, event: Event | None = None) -> Event:
-        event = Event() if event is None else event
+        event = self.em.classes["Event"]() if event is None else event
         event.record(self)
         return event
 
@@ -341,40 +590,17 @@ class Stream:
         return True
 
     def synchronize(self) -> None:
-        synchronize()
+        self.em.synchronize()
 
     def __repr__(self) -> str:
         return f"<torch.cuda.Stream (emulated) priority={self.priority}>"
 
 
-_streams: dict[str, Stream] = {}
-
-
-def _default() -> Stream:
-    return _streams.setdefault("default", Stream())
-
-
-@word
-def default_stream(device: Any = None) -> Stream:
-    _index(device)
-    return _default()
-
-
-@word
-def current_stream(device: Any = None) -> Stream:
-    _index(device)
-    return _streams.get("current") or _default()
-
-
-@word
-def set_stream(stream: Stream) -> None:
-    if stream is not None:
-        _streams["current"] = stream
-
-
 @word
 class StreamContext:
     """Context manager that makes ``stream`` current."""
+
+    em: Emulation
 
     def __init__(self, stream: Stream | None) -> None:
         self.stream = stream
@@ -382,217 +608,12 @@ class StreamContext:
 
     def __enter__(self) -> None:
         if self.stream is not None:
-            self.prev = current_stream()
-            set_stream(self.stream)
+            self.prev = self.em.current_stream()
+            self.em.set_stream(self.stream)
 
     def __exit__(self, *exc: object) -> None:
         if self.stream is not None:
-            set_stream(self.prev)
-
-
-@word
-def stream(stream: Stream | None) -> StreamContext:
-    return StreamContext(stream)
-
-
-# -- memory --------------------------------------------------------------------------------------
-
-
-def _allocated(device: Any) -> int:
-    if _on_mps():
-        return torch.mps.current_allocated_memory()
-    return _redirect().ledger.allocated[_index(device)]
-
-
-def _peak(device: Any) -> int:
-    """MPS keeps no peak: its current value stands in."""
-    return _allocated(device) if _on_mps() else _redirect().ledger.peak[_index(device)]
-
-
-def _reserved(device: Any) -> int:
-    """Bytes the allocator holds; on the CPU, which caches nothing, what live device tensors hold."""
-    return torch.mps.driver_allocated_memory() if _on_mps() else _allocated(device)
-
-
-@word
-def memory_allocated(device: Any = None) -> int:
-    """Bytes held by device tensors: on the CPU target, the live storages made on that emulated device
-    (:mod:`torchdevice.runtime.residence`); ``torch.mps.current_allocated_memory()`` on MPS."""
-    return _allocated(device)
-
-
-@word
-def max_memory_allocated(device: Any = None) -> int:
-    """The peak of :func:`memory_allocated` since the start or :func:`reset_peak_memory_stats`."""
-    return _peak(device)
-
-
-@word
-def memory_reserved(device: Any = None) -> int:
-    """Bytes held by the allocator: ``torch.mps.driver_allocated_memory()``; on the CPU what device tensors hold."""
-    return _reserved(device)
-
-
-@word
-def max_memory_reserved(device: Any = None) -> int:
-    return _reserved(device) if _on_mps() else _peak(device)
-
-
-@word
-def reset_peak_memory_stats(device: Any = None) -> None:
-    if not _on_mps():
-        _redirect().ledger.reset_peak(_index(device))
-
-
-@word
-def memory_stats(device: Any = None) -> dict[str, int]:
-    """The allocator statistics that have a counterpart on the target (current and peak bytes)."""
-    current = {"allocated_bytes": memory_allocated(device), "reserved_bytes": memory_reserved(device),
-               "active_bytes": memory_allocated(device)}
-    peak = {"allocated_bytes": max_memory_allocated(device), "reserved_bytes": max_memory_reserved(device),
-            "active_bytes": max_memory_allocated(device)}
-    stats = {}
-    for key in current:
-        stats[f"{key}.all.current"], stats[f"{key}.all.peak"] = current[key], peak[key]
-    stats.update(num_alloc_retries=0, num_ooms=0)
-    return dict(sorted(stats.items()))
-
-
-@word
-def memory_stats_as_nested_dict(device: Any = None) -> dict[str, Any]:
-    nested: dict[str, Any] = {}
-    for key, value in memory_stats(device).items():
-        *path, leaf = key.split(".")
-        node = nested
-        for part in path:
-            node = node.setdefault(part, {})
-        node[leaf] = value
-    return nested
-
-
-@word
-def memory_summary(device: Any = None, abbreviated: bool = False) -> str:
-    lines = [f"torchdevice memory summary (CUDA emulated on {target().type})"]
-    lines += [f"  {key:<32} {value:>16,}" for key, value in memory_stats(device).items()]
-    return "\n".join(lines)
-
-
-@word
-def mem_get_info(device: Any = None) -> tuple[int, int]:
-    """``(free, total)`` bytes: MPS's recommended working set less what its driver holds; system memory on CPU."""
-    _index(device)
-    if _on_mps():
-        total = torch.mps.recommended_max_memory()
-        return max(total - torch.mps.driver_allocated_memory(), 0), total
-    page = os.sysconf("SC_PAGE_SIZE")
-    return os.sysconf("SC_AVPHYS_PAGES") * page, os.sysconf("SC_PHYS_PAGES") * page
-
-
-@word
-def empty_cache() -> None:
-    if _on_mps():
-        torch.mps.empty_cache()
-
-
-_memory_fraction: dict[str, float] = {}
-
-
-@word
-def set_per_process_memory_fraction(fraction: float, device: Any = None) -> None:
-    _index(device)
-    if not 0 <= fraction <= 1:
-        raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
-    if _on_mps():
-        torch.mps.set_per_process_memory_fraction(fraction)
-    _memory_fraction["fraction"] = fraction
-
-
-@word
-def get_per_process_memory_fraction(device: Any = None) -> float:
-    _index(device)
-    return _memory_fraction.get("fraction", 1.0)
-
-
-# -- backends ------------------------------------------------------------------------------------
-
-
-@word
-def preferred_linalg_library(backend: Any = None) -> Any:
-    """Accept any choice (cuSOLVER and MAGMA are CUDA libraries); report the backend in use."""
-    return torch._C._get_linalg_preferred_backend()
-
-
-# -- random numbers ------------------------------------------------------------------------------
-
-
-def _generator(device: Any = None) -> torch.Generator:
-    """The emulated CUDA generator of ``device``: on MPS the target's default generator; on the CPU one
-    generator per emulated device, apart from the host's (see :class:`~torchdevice.runtime.redirect.Redirect`)."""
-    if _on_mps():
-        return torch.mps._get_default_mps_generator()
-    return _redirect().generators[_index(device)]
-
-
-@word
-def manual_seed(seed: int) -> None:
-    _generator().manual_seed(int(seed))
-
-
-@word
-def manual_seed_all(seed: int) -> None:
-    for generator in default_generators(None):
-        generator.manual_seed(int(seed))
-
-
-@word
-def seed() -> None:
-    _generator().seed()
-
-
-@word
-def seed_all() -> None:
-    """A random seed, the same for every emulated device, as CUDA's ``seed_all`` does."""
-    generators = default_generators(None)
-    chosen = generators[0].seed()
-    for generator in generators[1:]:
-        generator.manual_seed(chosen)
-
-
-@word
-def initial_seed() -> int:
-    return _generator().initial_seed()
-
-
-@word
-def get_rng_state(device: Any = "cuda") -> torch.Tensor:
-    return _generator(device).get_state()
-
-
-@word
-def get_rng_state_all() -> list[torch.Tensor]:
-    return [generator.get_state() for generator in default_generators(None)]
-
-
-@word
-def set_rng_state(new_state: torch.Tensor, device: Any = "cuda") -> None:
-    _generator(device).set_state(new_state)
-
-
-@word
-def set_rng_state_all(new_states: Any) -> None:
-    for generator, state in zip(default_generators(None), new_states, strict=False):
-        generator.set_state(state)
-
-
-@builder
-def default_generators(value: Any) -> tuple[torch.Generator, ...]:
-    """``torch.cuda.default_generators``: one generator per emulated device (MPS's one generator on MPS)."""
-    if _on_mps():
-        return (_generator(),) * _redirect().emulated
-    return _redirect().generators
-
-
-# -- mixed precision -----------------------------------------------------------------------------
+            self.em.set_stream(self.prev)
 
 
 @word
@@ -605,51 +626,6 @@ class autocast(torch.amp.autocast_mode.autocast):
 
     def __init__(self, enabled: bool = True, dtype: torch.dtype | None = None, cache_enabled: bool = True) -> None:
         super().__init__("cuda", enabled=enabled, dtype=dtype, cache_enabled=cache_enabled)
-
-
-# -- legacy tensor types -------------------------------------------------------------------------
-
-
-@builder
-@functools.cache
-def tensor_type(value: str) -> type:
-    """``torch.cuda.FloatTensor`` and kin: the CPU legacy constructor, moved to the target.
-
-    ``value`` is the dtype name (``"float32"``); ``isinstance`` checks dtype and device; one class
-    per dtype, so ``Tensor.type(torch.cuda.HalfTensor)`` (see :mod:`torchdevice.runtime.tensors`) knows it.
-    """
-    dtype = getattr(torch, value)
-    name = torch.tensor([], dtype=dtype).type().removeprefix("torch.")  # "FloatTensor"
-    cpu_type = getattr(torch, name)
-
-    class Meta(type):
-        def __call__(cls, *args: Any, **kwargs: Any) -> torch.Tensor:
-            made = cpu_type(*args, **kwargs)
-            return made.to(target()) if target().type == "mps" else _redirect().born(made, "cuda")
-
-        def __instancecheck__(cls, instance: object) -> bool:
-            if not isinstance(instance, torch.Tensor) or instance.dtype != dtype:
-                return False
-            return instance.device.type == "mps" if target().type == "mps" else device_index(instance) is not None
-
-    return Meta(name, (), {"dtype": dtype, "is_cuda": True, "__module__": "torch.cuda"})
-
-
-# -- torch.accelerator: the emulated CUDA is the accelerator -----------------------------------------
-
-
-@word
-def current_accelerator(check_available: bool = False) -> torch.device | None:
-    """``cuda`` for the program and its libraries (always available); torch's own code gets the real
-    answer (none), as for :func:`is_available`."""
-    return None if torch_internal() else torch.device("cuda")
-
-
-@word
-def accelerator_capability(device: Any = None, /) -> dict[str, Any]:
-    """``torch.accelerator.get_device_capability``: the dtypes whose tensors the target can hold."""
-    _index(device)
-    return {"supported_dtypes": set(_target_dtypes(target().type))}
 
 
 @functools.cache
@@ -667,27 +643,17 @@ def _target_dtypes(device_type: str) -> frozenset[torch.dtype]:
     return frozenset(held)
 
 
-@builder
-@functools.cache
-def deprecated_alias(value: str) -> Callable[..., Any]:
-    """A deprecated name of ``torch.accelerator.<value>``: warns as torch does, then calls it."""
-
-    def alias(*args: Any, **kwargs: Any) -> Any:
-        warnings.warn(f"Use `{value}` instead.", FutureWarning, stacklevel=2)
-        return getattr(torch.accelerator, value)(*args, **kwargs)
-
-    return alias
-
-
-@functools.cache
 def _own_function(name: str, built: Any) -> Any:
     """A function of its own for ``torch.accelerator.<name>``, doing what ``built`` does.
 
     In torch, ``torch.accelerator.synchronize`` and ``torch.cuda.synchronize`` are distinct objects, and
-    Dynamo registers a handler for each: one object under both names stops it. The copy shares the code,
-    so it answers callers exactly as ``built`` does."""
-    if not isinstance(built, types.FunctionType):
+    Dynamo registers a handler for each: one object under both names stops it. The copy shares the code
+    (and, for a method, is bound to the same emulation), so it answers callers exactly as ``built`` does."""
+    function = built.__func__ if isinstance(built, types.MethodType) else built
+    if not isinstance(function, types.FunctionType):
         return built
-    own = types.FunctionType(built.__code__, built.__globals__, built.__name__, built.__defaults__, built.__closure__)
-    own.__kwdefaults__ = built.__kwdefaults__
-    return functools.update_wrapper(own, built, updated=())
+    own = types.FunctionType(function.__code__, function.__globals__, function.__name__, function.__defaults__,
+                             function.__closure__)
+    own.__kwdefaults__ = function.__kwdefaults__
+    own = functools.update_wrapper(own, function, updated=())
+    return types.MethodType(own, built.__self__) if isinstance(built, types.MethodType) else own

@@ -4,14 +4,15 @@ While the runtime is installed (and not passing through to real CUDA), ``os.envi
 process the program starts inherits (spawn and forkserver children, ``torch.multiprocessing.spawn``
 ranks, DataLoader workers, ``ProcessPoolExecutor``, ``subprocess`` pythons, torchrun and pytest-xdist
 workers), holds ``TORCHDEVICE_INSTALL``: the start-up hook installed with the package
-(``torchdevice.pth`` runs ``_torchdevice_startup``) makes such a process call :func:`install_inherited`
-as soon as it imports torch, before its own code can use torch.
+(``torchdevice.pth`` runs ``_torchdevice_startup``) makes such a process install
+(:func:`torchdevice.runtime.activation.install_inherited`) as soon as it imports torch, before its own code can
+use torch.
 
 The value says how this process installed: ``target=cpu`` (the target it resolved, so that no child
 chooses another), with ``devices=N`` where the number of emulated devices was given to ``install()``
 (``torchdevice run --devices N``; where it comes from ``TORCHDEVICE_DEVICES``, children inherit that
 variable anyway), ``prefer_mlx=1`` where MLX is preferred, and ``report=DIR`` (URL-quoted) while the
-program's report is being made (:mod:`.program_report`): the child writes its entry there.
+program's report is being made (:mod:`torchdevice.reporting.program`): the child writes its entry there.
 ``TORCHDEVICE_INSTALL=1`` (by hand) installs with the defaults. The variables ``install()`` reads itself
 are never changed, so an installation does not alter what the next ``install()`` in this process resolves.
 
@@ -24,24 +25,21 @@ from __future__ import annotations
 
 import os
 import sys
-import warnings
 from typing import Any
 from urllib.parse import quote, unquote
 
-import torch
-
 from _torchdevice_startup import VARIABLE
-from torchdevice.runtime.devices import resolve_target, target_name
-from torchdevice.runtime.patching import Patcher
+from torchdevice.patching import Patcher
 
 KEYS = ("target", "devices", "prefer_mlx", "report")
 
 
-def propagate(patcher: Patcher, target: torch.device, prefer_mlx: bool, devices: int | None) -> None:
-    """Set ``TORCHDEVICE_INSTALL`` for processes started from now on; ``patcher.restore()`` removes it."""
+def propagate(patcher: Patcher, target: str, prefer_mlx: bool, devices: int | None) -> None:
+    """Set ``TORCHDEVICE_INSTALL`` for processes started from now on (``target``: the target's name);
+    ``patcher.restore()`` removes it."""
     if os.environ.get(VARIABLE) == "0":
         return
-    items = {"target": target_name(target), "devices": devices, "prefer_mlx": 1 if prefer_mlx else None}
+    items = {"target": target, "devices": devices, "prefer_mlx": 1 if prefer_mlx else None}
     os.environ[VARIABLE] = ",".join(f"{key}={value}" for key, value in items.items() if value is not None)
     patcher.defer(_forget)
     join_report()
@@ -50,7 +48,7 @@ def propagate(patcher: Patcher, target: torch.device, prefer_mlx: bool, devices:
 def join_report() -> None:
     """Name the report's directory in ``TORCHDEVICE_INSTALL`` (set by an installation), so that processes
     started from now on join the program's report."""
-    reporting = sys.modules.get("torchdevice.runtime.program_report")
+    reporting = sys.modules.get("torchdevice.reporting.program")
     directory = reporting.directory() if reporting is not None else None
     value = os.environ.get(VARIABLE)
     if directory is None or value is None or value.strip() in ("0", "1"):
@@ -61,28 +59,6 @@ def join_report() -> None:
 
 def _forget() -> None:
     os.environ.pop(VARIABLE, None)
-
-
-def install_inherited() -> torch.device:
-    """Install as ``TORCHDEVICE_INSTALL`` says (what the start-up hook calls once torch is imported)."""
-    import torchdevice
-
-    value = os.environ.get(VARIABLE, "")
-    try:
-        arguments = decode(value)
-    except ValueError as exc:
-        warnings.warn(f"torchdevice: {VARIABLE}={value!r}: {exc}; installing with the defaults", stacklevel=2)
-        arguments = {}
-    report = arguments.pop("report", None)
-    if report is not None:
-        from torchdevice.runtime import program_report
-
-        program_report.join(report)
-    try:
-        arguments["target"] = target_name(resolve_target(arguments.get("target")))
-    except (ValueError, RuntimeError) as exc:  # the parent's target is not one this process can have
-        raise type(exc)(f"{exc} ({VARIABLE}={value})") from None
-    return torchdevice.install(**arguments)
 
 
 def decode(value: str) -> dict[str, Any]:

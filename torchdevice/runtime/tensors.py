@@ -29,21 +29,18 @@ from typing import Any
 import torch
 import torch.utils._device
 
-from torchdevice.runtime.hosted import Hosting
-from torchdevice.runtime.patching import Patcher
-from torchdevice.runtime.redirect import Redirect
-from torchdevice.runtime.residence import MARK, PINNED, device_index, mark_of
-from torchdevice.runtime.to_arguments import parse_to
-from torchdevice.runtime.views import torch_internal
+from torchdevice.callers import torch_internal
+from torchdevice.device.residence import MARK, PINNED, device_index, mark_of
+from torchdevice.device.to_arguments import parse_to
+from torchdevice.patching import Patcher
+from torchdevice.runtime.emulation import Emulation
+from torchdevice.runtime.installation import Installation
 
 ASKED = "_torchdevice_asked"
 """DeviceContext attribute: the CUDA device value the context was asked for."""
 
 
-def patch(patcher: Patcher, r: Redirect) -> None:
-    if r.target.type == "mps":
-        patcher.set(r, "hosting", Hosting(r.target))
-        patcher.defer(Hosting.stop)
+def patch(patcher: Patcher, r: Installation, emulation: Emulation) -> None:
     mover = Mover(r)
     if r.hosting is not None:
         for name, dtype in (("double", torch.float64), ("cdouble", torch.complex128)):
@@ -56,7 +53,7 @@ def patch(patcher: Patcher, r: Redirect) -> None:
     patcher.set(torch.Tensor, "type", mover.legacy_type())
     patcher.set(torch.Tensor, "get_device", _get_device(torch.Tensor.get_device))
     for name, answer in (("is_cuda", True), ("is_cpu", False)):
-        patcher.set(torch.Tensor, name, _residence_property(name, answer, r.target))
+        patcher.set(torch.Tensor, name, _residence_property(name, answer, r.device))
     patcher.set(torch.UntypedStorage, "cuda", mover.storage_cuda())
     patcher.set(torch.UntypedStorage, "pin_memory", mover.storage_pin_memory())
     patcher.set(torch.UntypedStorage, "is_pinned", _is_pinned(torch.UntypedStorage.is_pinned))
@@ -67,9 +64,9 @@ def patch(patcher: Patcher, r: Redirect) -> None:
 class Mover:
     """The hand-written moves of one installation."""
 
-    def __init__(self, r: Redirect) -> None:
+    def __init__(self, r: Installation) -> None:
         self.r = r
-        self.target = r.target
+        self.target = r.device
         self.mark = r.ledger.mark
         self.original_to = torch._C.TensorBase.to
 
@@ -93,7 +90,7 @@ class Mover:
 
     def to(self) -> Any:
         original, devices, r, onto = self.original_to, self.r.devices, self.r, self.onto
-        slot = r.slot("torch.Tensor.to")
+        slot = r.counts.slot("torch.Tensor.to")
 
         @functools.wraps(torch.Tensor.to)
         def to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
@@ -117,7 +114,7 @@ class Mover:
             except TypeError:  # unhashable: not a device; torch reports the bad argument
                 return original(self, *args, **kwargs)
             if translated != value:
-                r.count(slot)
+                r.counts.count(slot)
                 if torch.compiler.is_compiling():  # traced tensors are not the ones that will run
                     return original(self, translated, *rest, **options)
                 return onto(self, r.index(value), rest, options)
@@ -160,14 +157,14 @@ class Mover:
 
     def cuda(self) -> Any:
         r, onto = self.r, self.onto
-        slot = r.slot("torch.Tensor.cuda")
+        slot = r.counts.slot("torch.Tensor.cuda")
 
         @functools.wraps(torch.Tensor.cuda)
         def cuda(self: torch.Tensor, device: Any = None, non_blocking: bool = False,
                  memory_format: torch.memory_format = torch.preserve_format) -> torch.Tensor:
             if device is not None:
                 r.devices[device]  # an index of no emulated device raises CUDA's error
-            r.count(slot)
+            r.counts.count(slot)
             index = r.current() if device is None else r.index(device)
             if not non_blocking and memory_format is torch.preserve_format:
                 return onto(self, index, (), {})
@@ -203,7 +200,7 @@ class Mover:
         """``Tensor.type()`` names a device tensor's CUDA type; ``Tensor.type("torch.cuda.HalfTensor")`` and
         ``Tensor.type(torch.cuda.HalfTensor)`` (the emulated class) convert and move to the device."""
         original, r, onto = torch.Tensor.type, self.r, self.onto
-        slot = r.slot("torch.Tensor.type")
+        slot = r.counts.slot("torch.Tensor.type")
 
         @functools.wraps(original)
         def legacy_type(self: torch.Tensor, dtype: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
@@ -216,7 +213,7 @@ class Mover:
                 converted = getattr(dtype, "dtype", None) if getattr(dtype, "is_cuda", False) is True else None
             if converted is None:
                 return original(self, dtype, non_blocking, **kwargs)
-            r.count(slot)
+            r.counts.count(slot)
             return onto(self, r.current(), (converted,), {"non_blocking": non_blocking})
 
         return legacy_type
@@ -224,13 +221,13 @@ class Mover:
     def storage_cuda(self) -> Any:
         """``Storage.cuda()`` (``map_location`` callables use it): a copy on the device, unless already there."""
         r, mark = self.r, self.mark
-        slot = r.slot("torch.UntypedStorage.cuda")
+        slot = r.counts.slot("torch.UntypedStorage.cuda")
 
         @functools.wraps(torch.UntypedStorage.cuda)
         def cuda(self: Any, device: Any = None, non_blocking: bool = False) -> Any:
             if device is not None:
                 r.devices[device]  # an index of no emulated device raises CUDA's error
-            r.count(slot)
+            r.counts.count(slot)
             index = r.current() if device is None else r.index(device)
             return self if getattr(self, MARK, None) == index else mark(self.clone(), index)
 
@@ -293,7 +290,7 @@ def _residence_property(name: str, on_device: bool, target: torch.device) -> pro
     return property(get, doc=vars(torch._C.TensorBase)[name].__doc__)
 
 
-def _module_to(original: Any, r: Redirect) -> Any:
+def _module_to(original: Any, r: Installation) -> Any:
     """``Module.to``: a bare index (``model.to(rank)``) names a CUDA device, as on a GPU machine; the parameters
     and buffers then move through ``Tensor.to``."""
 
@@ -314,18 +311,18 @@ def _is_index(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _patch_default_device(patcher: Patcher, r: Redirect) -> None:
+def _patch_default_device(patcher: Patcher, r: Installation) -> None:
     """DeviceContext (``torch.set_default_device``, ``with torch.device(...)``): its device translated, the
     tensors it makes for a CUDA device marked, and its set of factories holding the originals the
     runtime's wrappers call, so that ``with torch.device("meta"):`` still makes meta tensors."""
     context = torch.utils._device.DeviceContext
     init, handle = context.__init__, context.__torch_function__
     constructors = torch.utils._device._device_constructors
-    slot = r.slot("torch.set_default_device")
+    slot = r.counts.slot("torch.set_default_device")
 
     @functools.wraps(init)
     def __init__(self: Any, device: Any) -> None:
-        translated = r.device(slot, device)
+        translated = r.device_value(slot, device)
         if translated != device:
             setattr(self, ASKED, device)
         init(self, translated)

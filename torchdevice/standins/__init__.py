@@ -13,18 +13,17 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-import torch
-
-from torchdevice.runtime.patching import Patcher
+from torchdevice.device.target import Target
+from torchdevice.patching import Patcher
 from torchdevice.standins import sdpa
 from torchdevice.standins.finder import StandinFinder
 
 
-def activate(patcher: Patcher, target: torch.device, options: dict[str, Any]) -> None:
+def activate(patcher: Patcher, target: Target, options: dict[str, Any]) -> None:
     """Serve the stand-ins and map SDPA backend choices until ``patcher.restore()``."""
     from torchdevice_generated.standins import PACKAGES
 
     finder = StandinFinder(PACKAGES)
     sys.meta_path.append(finder)
     patcher.defer(lambda: sys.meta_path.remove(finder) if finder in sys.meta_path else None)
-    sdpa.activate(patcher, target)
+    sdpa.activate(patcher, target.device)

@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from torchdevice.runtime.patching import Patcher
-from torchdevice.runtime.report import record_redirect
+from torchdevice.patching import Patcher
+from torchdevice.reporting.counts import record_redirect
 
 FLAGS = ("cudnn", "flash", "mem_efficient", "math", "overrideable")
 """torch's SDPA flags (``torch._C._set_sdp_use_<flag>``, ``torch._C._get_<flag>_sdp_enabled``)."""

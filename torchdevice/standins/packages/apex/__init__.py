@@ -1,6 +1,6 @@
 """torchdevice's stand-in for apex (served only under the runtime, when apex is not installed)."""
 
-from torchdevice.runtime.report import record_standin
+from torchdevice.reporting.counts import record_standin
 from torchdevice.standins.missing import module_getattr
 
 __getattr__ = module_getattr(__name__)

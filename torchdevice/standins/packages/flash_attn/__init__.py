@@ -1,6 +1,6 @@
 """torchdevice's stand-in for flash-attn 2 (served only under the runtime, when flash-attn is not installed)."""
 
-from torchdevice.runtime.report import record_standin
+from torchdevice.reporting.counts import record_standin
 from torchdevice.standins.missing import module_getattr
 
 from .flash_attn_interface import (

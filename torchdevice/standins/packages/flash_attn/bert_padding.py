@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from torchdevice.runtime.report import record_standin
+from torchdevice.reporting.counts import record_standin
 
 
 def index_first_axis(input, indices):

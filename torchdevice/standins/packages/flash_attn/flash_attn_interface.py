@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from torchdevice.runtime.report import record_standin
+from torchdevice.reporting.counts import record_standin
 from torchdevice.standins.attention import Scores, alibi, attend, attend_each, band
 
 

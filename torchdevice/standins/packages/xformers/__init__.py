@@ -1,6 +1,6 @@
 """torchdevice's stand-in for xformers (served only under the runtime, when xformers is not installed)."""
 
-from torchdevice.runtime.report import record_standin
+from torchdevice.reporting.counts import record_standin
 from torchdevice.standins.missing import module_getattr
 
 __version__ = "0.0.32"

@@ -8,7 +8,7 @@ import functools
 
 import torch
 
-from torchdevice.runtime.report import record_standin
+from torchdevice.reporting.counts import record_standin
 from torchdevice.standins.missing import module_getattr
 
 _scaler: torch.amp.GradScaler | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch.optim.optimizer import required
 
-from torchdevice.runtime.report import record_standin
+from torchdevice.reporting.counts import record_standin
 from torchdevice.standins.missing import module_getattr
 
 

@@ -6,7 +6,7 @@
   marked as on their device), and ``torch.load`` itself is not wrapped. Callables that call
   ``storage.cuda()`` are covered by the storage patch in :mod:`torchdevice.runtime.tensors`. Where the
   target refuses a tensor's dtype (float64 on MPS), the tensor is rebuilt on the host and hosted
-  (:mod:`torchdevice.runtime.hosted`).
+  (:mod:`torchdevice.device.hosted`).
 
 ``DataLoader(pin_memory=True)`` needs nothing here: it pins through ``Tensor.pin_memory`` (a copy, marked as
 pinned: :mod:`torchdevice.runtime.tensors`), as it would on a GPU machine.
@@ -22,20 +22,21 @@ import torch._weights_only_unpickler
 import torch.serialization
 import torch.utils.data
 
-from torchdevice.runtime.devices import translate_location
-from torchdevice.runtime.hosted import hold, refused
-from torchdevice.runtime.patching import Patcher
-from torchdevice.runtime.redirect import Redirect
-from torchdevice.runtime.residence import MARK
+from torchdevice.device.hosted import Hosting
+from torchdevice.device.residence import MARK
+from torchdevice.patching import Patcher
+from torchdevice.runtime.device_maps import translate_location
+from torchdevice.runtime.emulation import Emulation
+from torchdevice.runtime.installation import Installation
 
 
-def patch(patcher: Patcher, r: Redirect) -> None:
+def patch(patcher: Patcher, r: Installation, emulation: Emulation) -> None:
     restore = torch.serialization.default_restore_location
-    load_slot = r.slot("torch.load")
+    load_slot = r.counts.slot("torch.load")
 
     @functools.wraps(restore)
     def default_restore_location(storage: Any, location: str) -> Any:
-        translated = translate_location(location, r.target)
+        translated = translate_location(location, r.device)
         if translated == location:
             return restore(storage, location)
         index = r.index(location)
@@ -43,20 +44,20 @@ def patch(patcher: Patcher, r: Redirect) -> None:
             raise RuntimeError(f"Attempting to deserialize object on CUDA device {index} but torch.cuda.device_count() "
                                f"is {r.emulated}. Please use torch.load with map_location to map your storages to an "
                                "existing device.")
-        r.count(load_slot)
+        r.counts.count(load_slot)
         restored = restore(storage, translated)
         return r.ledger.mark(restored, index) if isinstance(restored, torch.UntypedStorage) else restored
 
     patcher.set(torch.serialization, "default_restore_location", default_restore_location)
     if r.hosting is not None:
-        patcher.set(torch._utils, "_rebuild_tensor_v2", _hosted_rebuild(torch._utils._rebuild_tensor_v2, r))
+        patcher.set(torch._utils, "_rebuild_tensor_v2", _hosted_rebuild(torch._utils._rebuild_tensor_v2, r, r.hosting))
         # the weights-only unpickler (torch.load's default) keeps the rebuild functions it first saw
         allowed = torch._weights_only_unpickler._get_allowed_globals
         allowed.cache_clear()
         patcher.defer(allowed.cache_clear)
 
 
-def _hosted_rebuild(rebuild: Any, r: Redirect) -> Any:
+def _hosted_rebuild(rebuild: Any, r: Installation, hosting: Hosting) -> Any:
     """``torch._utils._rebuild_tensor_v2`` (every tensor of a checkpoint): a tensor of a storage restored on
     the target in a dtype the target refuses is rebuilt from a host copy of the storage, and hosted."""
     @functools.wraps(rebuild)
@@ -64,12 +65,12 @@ def _hosted_rebuild(rebuild: Any, r: Redirect) -> Any:
         try:
             return rebuild(storage, *args, **kwargs)
         except TypeError as error:
-            if not refused(error):
+            if not hosting.refused(error):
                 raise
             data = storage._untyped_storage
             host = data.clone() if data.device.type == "cpu" else data.cpu()  # a marked host storage: unmarked
             copy = torch.storage.TypedStorage(wrap_storage=host, dtype=storage.dtype, _internal=True)
-            held = hold(rebuild(copy, *args, **kwargs))
+            held = hosting.hold(rebuild(copy, *args, **kwargs))
             index = getattr(data, MARK, None)
             return held if index is None else r.ledger.mark(held, index)
 

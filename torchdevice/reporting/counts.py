@@ -3,7 +3,7 @@
 The hot paths only bump counters; logging happens once per distinct (op, route), at INFO on the
 ``torchdevice`` logger (shown with ``TORCHDEVICE_LOG=info``, see :func:`configure_logging`). The report
 of a whole program (``torchdevice run --report``) is made of these counters, one set per process
-(:mod:`torchdevice.runtime.program_report`).
+(:mod:`torchdevice.reporting.program`).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 import warnings
 from collections import Counter, defaultdict
 from collections.abc import Callable
@@ -29,6 +30,80 @@ standins: Counter[tuple[str, str]] = Counter()
 """(stand-in function, device type or ``"import"``) -> how many times the program used it (:func:`record_standin`)."""
 
 
+class RedirectCounts:
+    """Per-op redirect counters of one installation, cheap on hot paths.
+
+    Wrappers bump a slot of a plain list (``hits[slot] += 1``); the first redirect of an op goes through
+    :meth:`first`, which logs it once. :meth:`flush` folds the pending counts into :data:`redirects`, so
+    ``report()["redirects"]`` has exact per-op counts without a ``Counter`` update on every call.
+    """
+
+    def __init__(self, route: str) -> None:
+        self.route = route
+        """``cuda->cpu``, ``cuda->mps``."""
+        self.hits: list[int] = []
+        self.ops: list[str] = []
+        self._slots: dict[str, int] = {}
+        self._logged: set[int] = set()
+        self._lock = threading.Lock()
+        _open.append(self)
+
+    def close(self) -> None:
+        """Flush, and stop counting for an installation that ends."""
+        self.flush()
+        if self in _open:
+            _open.remove(self)
+
+    def slot(self, op: str) -> int:
+        """The counter index of ``op`` (one per op, shared by every wrapper that reports as ``op``)."""
+        with self._lock:
+            if op not in self._slots:
+                self._slots[op] = len(self.ops)
+                self.ops.append(op)
+                self.hits.append(0)
+            return self._slots[op]
+
+    def first(self, slot: int) -> None:
+        """Count the first redirect of ``slot`` since the last flush; log the op's first redirect ever
+        (from eager code: a log call inside a compiled graph would break it)."""
+        import torch
+
+        self.hits[slot] += 1
+        if slot not in self._logged and not torch.compiler.is_compiling():
+            self._logged.add(slot)
+            log.info("redirect %s: %s", self.ops[slot], self.route)
+
+    def count(self, slot: int) -> None:
+        """Count one redirect (for hand-written paths: one call instead of inlined code)."""
+        if self.hits[slot]:
+            self.hits[slot] += 1
+        else:
+            self.first(slot)
+
+    def flush(self) -> None:
+        """Move pending counts into :data:`redirects`."""
+        with self._lock:
+            for slot, n in enumerate(self.hits):
+                if n:
+                    self.hits[slot] = 0
+                    redirects[(self.ops[slot], self.route)] += n
+
+
+_open: list[RedirectCounts] = []
+"""The counters of the installation in place (none, or one)."""
+
+
+def flush() -> None:
+    """Fold the pending redirect counts of the installation in place into :data:`redirects`."""
+    for counts in list(_open):
+        counts.flush()
+
+
+def target() -> str:
+    """The device type ``"cuda"`` is redirected to now (``"cuda"`` itself when nothing is installed)."""
+    return _open[-1].route.partition("->")[2] if _open else "cuda"
+
+
 def configure_logging() -> None:
     """``TORCHDEVICE_LOG=info`` (any level name, any case): print the ``torchdevice`` logger's records
     of that level and above on stderr, once, not also through the root logger. An unknown level is
@@ -37,7 +112,7 @@ def configure_logging() -> None:
     if not name:
         return
     if name not in _LEVELS:
-        from torchdevice.runtime.views import outside
+        from torchdevice.callers import outside
 
         warnings.warn(f"torchdevice: TORCHDEVICE_LOG={os.environ['TORCHDEVICE_LOG']!r} is not a logging level "
                       f"({', '.join(level.lower() for level in _LEVELS)}); ignored", stacklevel=outside())

@@ -1,4 +1,4 @@
-"""Who is asking, and who is told: user code sees emulated CUDA, torch's own code sees the machine as it is.
+"""Who is calling, and who is told what: the program sees emulated CUDA, torch's own code the machine as it is.
 
 Torch internals branch on ``torch.cuda.is_available()``, ``device_count()`` and ``Tensor.is_cuda``
 and then call CUDA-only C functions (pinned memory, fused kernels, cuDNN paths). Those gates
@@ -20,8 +20,11 @@ from typing import Any
 
 import torchdevice_generated
 
-import torchdevice
-from torchdevice.runtime.patching import Patcher
+from torchdevice.patching import Patcher
+
+_OURS = tuple(os.path.join(os.path.dirname(os.path.abspath(path)), "")
+              for path in (__file__, torchdevice_generated.__file__ or ""))
+"""The folders of torchdevice and of its generated package: warnings placed there are placed at the caller's line."""
 
 TOLD_AS_PROGRAM = frozenset({"torch.random", "torch.utils.data.dataloader", "torch.utils.data._utils.pin_memory"})
 """Torch modules told what the program is told: they use the emulated ``torch.cuda`` only through its public
@@ -55,8 +58,7 @@ def patch_warning_places(patcher: Patcher) -> None:
     show = getattr(warnings, "_showwarnmsg", None)
     if show is None:  # another interpreter's warnings module: warnings keep their places
         return
-    ours = tuple(os.path.join(os.path.dirname(os.path.abspath(package.__file__ or "")), "")
-                 for package in (torchdevice, torchdevice_generated))
+    ours = _OURS
 
     def _showwarnmsg(message: Any) -> None:
         if str(message.filename).startswith(ours):

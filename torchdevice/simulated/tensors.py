@@ -1,4 +1,4 @@
-"""The ``mps-sim`` target: Apple silicon simulated on any machine, placement included.
+"""The simulated Mac's device tensors: placement, moves and memory of the device ``mps:0`` on the host.
 
 Device tensors are :class:`DeviceTensor`\\ s: host memory, but ``x.device`` is ``mps:0`` and
 ``x.is_mps`` is True, as torch's Python code and the program see them; host tensors stay plain
@@ -10,7 +10,7 @@ Each op on device tensors runs as on a Mac (:meth:`DeviceTensor.__torch_dispatch
 simulated kernels (:mod:`.simulated`, with Apple silicon's whole table), through the fallback
 engine's kernels registered under ``PrivateUse1``, as they are under ``MPS`` on a Mac. float64 and
 complex128 are refused as MPS refuses them, and the runtime hosts them as it does on a Mac
-(:mod:`torchdevice.runtime.hosted`): the program sees CUDA's dtypes and values. A Python call that mixes a device
+(:mod:`torchdevice.device.hosted`): the program sees CUDA's dtypes and values. A Python call that mixes a device
 tensor with a host tensor of one element or more raises MPS's error (:func:`_check_placement`), as
 do ``.numpy()`` and the like; ``.cpu()``/``.to("cpu")`` copy to the host.
 
@@ -27,12 +27,11 @@ from typing import Any
 import torch
 from torch._C import DispatchKey, DispatchKeySet
 
-from torchdevice.fallback.simulated import NO_FLOAT64, SimulatedMPS, including
-from torchdevice.runtime.aten_tree import tensors, tree_map
-from torchdevice.runtime.hosted import WIDE, HostBacked, HostedTensor, placement_error
-from torchdevice.runtime.patching import Patcher
-from torchdevice.runtime.residence import MARK
-from torchdevice.runtime.to_arguments import parse_to
+from torchdevice.device.aten import tensors, tree_map
+from torchdevice.device.hosted import WIDE, HostBacked, HostedTensor, placement_error
+from torchdevice.device.residence import MARK
+from torchdevice.device.to_arguments import parse_to
+from torchdevice.simulated.kernels import NO_FLOAT64, including
 
 DEVICE = torch.device("mps", 0)
 CPU = torch.device("cpu")
@@ -185,7 +184,7 @@ def _check_placement(args: Any, kwargs: dict[str, Any]) -> None:
         raise placement_error(DEVICE)
 
 
-def _allocate(keyset: Any, op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
+def allocate(keyset: Any, op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
     """The simulated device's memory: an op that makes tensors on ``mps`` makes them on the host and
     marks them (float64 and complex128 are refused there, as MPS refuses them)."""
     kwargs = {k: CPU if isinstance(v, torch.device) and v.type == "mps" else v for k, v in kwargs.items()}
@@ -193,7 +192,7 @@ def _allocate(keyset: Any, op: torch._ops.OpOverload, *args: Any, **kwargs: Any)
     return tree_map(lambda t: on_device(t) if isinstance(t, torch.Tensor) else t, op(*args, **kwargs))
 
 
-def _compatible(original: Callable[[torch.Tensor, torch.Tensor], bool]) -> Callable[..., bool]:
+def compatible(original: Callable[[torch.Tensor, torch.Tensor], bool]) -> Callable[..., bool]:
     """``Module.to`` replaces a parameter moved between host and device (or hosted) instead of swapping its data,
     as on a Mac, where their tensors differ in C++."""
     @functools.wraps(original)
@@ -207,12 +206,12 @@ def _kind(t: torch.Tensor) -> type | None:
     return DeviceTensor if isinstance(t, DeviceTensor) else HostedTensor if isinstance(t, HostedTensor) else None
 
 
-def _restore_on_host(obj: Any, location: str) -> Any:
+def restore_on_host(obj: Any, location: str) -> Any:
     """``torch.load`` to ``mps``: the storage stays in host memory (the runtime marks it as the device's)."""
     return obj if location.startswith("mps") else None
 
 
-def _rebuilt_on_device(rebuild: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+def rebuilt_on_device(rebuild: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
     """``torch._utils._rebuild_tensor``: a tensor of a storage restored on the device is a device tensor, as
     on a Mac (whose allocation refuses float64: so does :func:`on_device`)."""
     @functools.wraps(rebuild)
@@ -222,20 +221,3 @@ def _rebuilt_on_device(rebuild: Callable[..., torch.Tensor]) -> Callable[..., to
         return t if where is None or where < 0 else on_device(t)
 
     return rebuilt
-
-
-def activate(patcher: Patcher) -> SimulatedMPS:
-    """Simulate the device until ``patcher.restore()``; returns its kernels (for the fallback engine's target)."""
-    sim = SimulatedMPS.apple(NAME)
-    kernels = sim.register()
-    memory = torch.library.Library("_", "IMPL")
-    memory.fallback(_allocate, "MPS", with_keyset=True)
-    patcher.set(torch, "_has_compatible_shallow_copy_type", _compatible(torch._has_compatible_shallow_copy_type))
-    registry = torch.serialization._package_registry
-    entry = (0, lambda obj: None, _restore_on_host)
-    registry.insert(0, entry)
-    patcher.set(torch._utils, "_rebuild_tensor", _rebuilt_on_device(torch._utils._rebuild_tensor))
-    patcher.defer(lambda: registry.remove(entry))
-    patcher.defer(memory._destroy)
-    patcher.defer(kernels._destroy)
-    return sim

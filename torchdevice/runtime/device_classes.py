@@ -22,9 +22,9 @@ from typing import Any
 
 import torch
 
-from torchdevice.runtime.devices import is_simulated
-from torchdevice.runtime.patching import Patcher
-from torchdevice.runtime.redirect import Redirect
+from torchdevice.patching import Patcher
+from torchdevice.runtime.emulation import Emulation
+from torchdevice.runtime.installation import Installation
 
 
 def shim(real: type, construct: Callable[..., Any]) -> type:
@@ -71,29 +71,29 @@ def make_device(device: type) -> Callable[..., Any]:
     return construct
 
 
-def patch(patcher: Patcher, r: Redirect) -> None:
+def patch(patcher: Patcher, r: Installation, emulation: Emulation) -> None:
     """Install the stand-ins for ``torch.device``, ``torch.Generator``, ``torch.Stream`` and ``torch.Event``."""
-    from torchdevice.runtime.emulation import Event
-
-    generator_slot, stream_slot, event_slot = (r.slot(f"torch.{n}") for n in ("Generator", "Stream", "Event"))
+    event_class = emulation.classes["Event"]
+    generator_slot, stream_slot, event_slot = (r.counts.slot(f"torch.{n}") for n in ("Generator", "Stream", "Event"))
     generator, stream, event = torch.Generator, torch.Stream, torch.Event
 
     def make_generator(device: Any = "cpu") -> torch.Generator:
-        translated = r.device(generator_slot, device)
-        # the simulated Mac's device tensors are host memory, drawn by host generators
-        return generator("cpu" if isinstance(translated, torch.device) and is_simulated(translated) else translated)
+        translated = r.device_value(generator_slot, device)
+        # device tensors that are host tensors in C++ (the simulated Mac's) are drawn by host generators
+        on_target = isinstance(translated, torch.device) and translated.type == r.device.type
+        return generator(r.target.storage_type if on_target else translated)
 
     # With no device, streams and events belong to the current accelerator: the emulated CUDA device.
     def make_stream(device: Any = None, *args: Any, **kwargs: Any) -> torch.Stream:
-        return stream(r.device(stream_slot, "cuda" if device is None else device), *args, **kwargs)
+        return stream(r.device_value(stream_slot, "cuda" if device is None else device), *args, **kwargs)
 
-    timing_events = not (r.target.type == "mps" and torch.backends.mps.is_available())
+    timing_events = r.target.storage_type == "cpu"
 
     def make_event(device: Any = None, *args: Any, **kwargs: Any) -> Any:
         device = "cuda" if device is None else device
-        translated = r.device(event_slot, device)
+        translated = r.device_value(event_slot, device)
         if translated != device and timing_events:
-            return Event(*args, **kwargs)  # CPU events cannot record: a timing event stands in
+            return event_class(*args, **kwargs)  # CPU events cannot record: a timing event stands in
         return event(translated, *args, **kwargs)
 
     patcher.set(torch, "device", shim(DEVICE, make_device(DEVICE)))

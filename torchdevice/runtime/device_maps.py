@@ -1,5 +1,5 @@
-"""What ``"cuda"`` means once the runtime is active: the target device, how many CUDA devices are
-emulated on it, and the translation caches.
+"""What ``"cuda"`` means once the runtime is active: how many CUDA devices are emulated on the target, and
+the translation caches.
 
 Every place a device enters PyTorch looks its argument up in a :class:`DeviceMap` (device values:
 ``"cuda"``, ``"cuda:1"``, ``torch.device("cuda", 1)``, a bare index) or a :class:`TypeMap` (device
@@ -19,47 +19,8 @@ import warnings
 
 import torch
 
-TARGETS = ("cpu", "mps", "mps-sim", "cuda")
-SIMULATED_MPS = "mps-sim"
-"""Apple silicon simulated on a machine without MPS: the device ``mps:0`` (see :mod:`torchdevice.fallback.mps_sim`)."""
-
 _CACHEABLE = (str, int, torch.device, torch.dtype, type(None))
 """Key types worth caching: a small, finite set of values in any program (tensors are not)."""
-
-
-def resolve_target(requested: str | torch.device | None = None) -> torch.device:
-    """The device ``"cuda"`` should mean: ``requested``, else ``$TORCHDEVICE_TARGET``, else the best present.
-
-    Real CUDA is preferred where present (the runtime then passes everything through), then MPS,
-    then CPU. Asking for a target this machine lacks, or one that is not a target, is an error
-    (``ValueError``, ``RuntimeError``) naming where the request came from.
-    """
-    name = requested if requested is not None else os.environ.get("TORCHDEVICE_TARGET") or None
-    if name is None:
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        return torch.device("mps") if torch.backends.mps.is_available() else torch.device("cpu")
-    source = "" if requested is not None else f" (TORCHDEVICE_TARGET={name})"
-    kind = name.type if isinstance(name, torch.device) else str(name).partition(":")[0]
-    if kind not in TARGETS:
-        raise ValueError(f"torchdevice: unknown target {name!r}{source}; expected one of {', '.join(TARGETS)}")
-    if kind == SIMULATED_MPS:
-        return torch.device("mps") if torch.backends.mps.is_available() else torch.device("mps", 0)
-    if kind == "mps" and not torch.backends.mps.is_available():
-        raise RuntimeError(f"torchdevice: target 'mps' requested{source} but MPS is not available on this machine")
-    if kind == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"torchdevice: target 'cuda' requested{source} but CUDA is not available on this machine")
-    return torch.device(kind)
-
-
-def is_simulated(device: torch.device) -> bool:
-    """Whether ``device`` is the simulated Apple silicon (MPS on a machine without it)."""
-    return device.type == "mps" and not torch.backends.mps.is_available()
-
-
-def target_name(device: torch.device) -> str:
-    """The target's name as :func:`resolve_target` takes it (``"mps-sim"`` for the simulated MPS)."""
-    return SIMULATED_MPS if is_simulated(device) else device.type
 
 
 def resolve_devices(requested: int | None = None) -> int:

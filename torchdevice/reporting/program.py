@@ -10,7 +10,7 @@ with seconds and why, stand-ins, torchdevice's warnings); the main process, at i
 merges them all into FILE (written whole or not at all) and removes the directory. Forked children
 (``fork`` start method, ``os.fork``) start from zeroed counters and write their own entry too.
 
-Asked for or not, the runtime counts the same things (:mod:`.report`): the report adds nothing to
+Asked for or not, the runtime counts the same things (:mod:`.counts`): the report adds nothing to
 a call, only the writing at exit. A process still running when the main one exits is not in the
 report. A report file that cannot be written costs the run nothing: one line says so on stderr (at
 the start where it can be seen then, else at exit), and the summary is printed anyway.
@@ -32,7 +32,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from torchdevice.runtime import report
+from torchdevice.reporting import counts as report
 
 VARIABLE = "TORCHDEVICE_REPORT"
 """Where the main process writes the report, for programs not started with ``torchdevice run --report``."""
@@ -130,9 +130,7 @@ def _forked() -> None:
     global _session
     if _session is None:
         return
-    activation = sys.modules.get("torchdevice.runtime.activation")
-    if activation is not None:
-        activation.flush()  # the parent's pending counts, then all of the parent's counts, are not this child's
+    report.flush()  # the parent's pending counts, then all of the parent's counts, are not this child's
     report.reset()
     _session = Session(_session.directory, None, forked=True)
     multiprocessing.util.register_after_fork(_session, _finalize_in_child)
@@ -173,16 +171,13 @@ def finish() -> None:
 
 
 def _entry(session: Session) -> dict[str, Any]:
-    activation = sys.modules.get("torchdevice.runtime.activation")
-    if activation is not None:
-        activation.flush()
-    target = activation.current_target().type if activation is not None else None
+    report.flush()
     return {
         "pid": session.pid,
         "parent_pid": os.getppid(),
         "role": "main" if session.path is not None else _role(session),
         "command": shlex.join(sys.orig_argv),
-        "target": target,
+        "target": report.target(),
         "seconds": time.perf_counter() - session.started,
         "redirects": report.report()["redirects"],
         "fallbacks": report.fallback_rows(),

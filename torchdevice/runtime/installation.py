@@ -1,12 +1,13 @@
-"""One active translation: the target, its lookup maps and cheap per-op redirect counters.
+"""An installation: everything ``install()`` sets up that the patched entry points consult.
+
+One :class:`Installation` is made per ``install()`` and handed to every patch that needs it (the generated
+wrappers, the hand-written entry points, the ``torch.cuda`` emulation): the target, the maps that translate
+CUDA device values, this thread's current emulated device, the ledger of device memory, the emulated CUDA
+generators, and the counts of redirects (:class:`~torchdevice.reporting.counts.RedirectCounts`). Nothing of it
+lives in module globals, so ``uninstall()`` leaves nothing behind.
 
 No emulated target (MPS, CPU) has pinned host memory as CUDA knows it: ``pin_memory=True`` and
 ``.pin_memory()`` are honoured by ordinary memory.
-
-Wrappers on hot paths bump a slot of a plain list (``hits[slot] += 1``); the first redirect of an op
-goes through :meth:`Redirect.first`, which logs it once. :meth:`Redirect.flush` folds the pending
-counts into :mod:`torchdevice.runtime.report`, so ``report()["redirects"]`` has exact per-op counts without
-a ``Counter`` update on every call.
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from typing import Any
 
 import torch
 
-from torchdevice.runtime.devices import DeviceMap, StrictDeviceMap, TypeMap
-from torchdevice.runtime.hosted import Hosting
-from torchdevice.runtime.report import log, redirects
-from torchdevice.runtime.residence import Ledger, device_index, mark_of
+from torchdevice.device.residence import Ledger, device_index, mark_of
+from torchdevice.device.target import Target
+from torchdevice.reporting.counts import RedirectCounts
+from torchdevice.runtime.device_maps import DeviceMap, StrictDeviceMap, TypeMap
 
 
 class _Selected(threading.local):
@@ -29,71 +30,45 @@ class _Selected(threading.local):
     index = 0
 
 
-class Redirect:
-    """What ``"cuda"`` means now (the target, for each of the ``emulated`` CUDA devices) and how often each
-    op was redirected."""
+class Installation:
+    """What ``"cuda"`` means now (``target``, for each of the ``emulated`` CUDA devices) and the state the
+    runtime's patches share."""
 
-    def __init__(self, target: torch.device, emulated: int = 1) -> None:
+    def __init__(self, target: Target, emulated: int = 1, prefer_mlx: bool = False) -> None:
         self.target = target
+        self.device = device = target.device
+        """The device ``"cuda"`` is translated to."""
         self.emulated = emulated
-        self.devices = DeviceMap(target, emulated)
-        self.strict = StrictDeviceMap(target, emulated)
-        self.types = TypeMap(target, emulated)
-        self.route = f"cuda->{target.type}"
+        self.prefer_mlx = prefer_mlx
+        self.devices = DeviceMap(device, emulated)
+        self.strict = StrictDeviceMap(device, emulated)
+        self.types = TypeMap(device, emulated)
+        self.counts = RedirectCounts(f"cuda->{device.type}")
         self.ledger = Ledger(emulated)
         self.selected = _Selected()
+        self.hosting = target.hosting
+        """How dtypes the target has no tensors of are kept (float64 on MPS); None where it has them all."""
         self._indices: dict[Any, int | None] = {}
         self.generators = _generators(target, emulated)
-        self.hits: list[int] = []
-        self.ops: list[str] = []
-        self._slots: dict[str, int] = {}
-        self._logged: set[int] = set()
-        self._lock = threading.Lock()
-        self.hosting: Hosting | None = None
-        """How dtypes the target has no tensors of are kept (set by :mod:`.tensors` on MPS)."""
 
-    def slot(self, op: str) -> int:
-        """The counter index of ``op`` (one per op, shared by every wrapper that reports as ``op``)."""
-        with self._lock:
-            if op not in self._slots:
-                self._slots[op] = len(self.ops)
-                self.ops.append(op)
-                self.hits.append(0)
-            return self._slots[op]
-
-    def first(self, slot: int) -> None:
-        """Count the first redirect of ``slot`` since the last flush; log the op's first redirect ever
-        (from eager code: a log call inside a compiled graph would break it)."""
-        self.hits[slot] += 1
-        if slot not in self._logged and not torch.compiler.is_compiling():
-            self._logged.add(slot)
-            log.info("redirect %s: %s", self.ops[slot], self.route)
-
-    def count(self, slot: int) -> None:
-        """Count one redirect (for hand-written paths: one call instead of inlined code)."""
-        if self.hits[slot]:
-            self.hits[slot] += 1
-        else:
-            self.first(slot)
-
-    def device(self, slot: int, value: Any) -> Any:
-        """``value`` translated by the device map, counted when it was redirected."""
+    def device_value(self, slot: int, value: Any) -> Any:
+        """``value`` translated by the device map, counted in ``slot`` when it was redirected."""
         try:
             translated = self.devices[value]
         except TypeError:  # unhashable: not a device; torch reports the bad argument itself
             return value
         if translated != value:
-            self.count(slot)
+            self.counts.count(slot)
         return translated
 
     def device_type(self, slot: int, value: Any) -> Any:
-        """``value`` translated by the device-type map, counted when it was redirected."""
+        """``value`` translated by the device-type map, counted in ``slot`` when it was redirected."""
         try:
             translated = self.types[value]
         except TypeError:
             return value
         if translated != value:
-            self.count(slot)
+            self.counts.count(slot)
         return translated
 
     def current(self) -> int:
@@ -140,7 +115,8 @@ class Redirect:
     def remade(self, error: BaseException, call: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                device: Any) -> Any:
         """A call to the target that raised ``error``: made again with its result hosted where the target
-        refused the dtype (float64 on MPS, see :meth:`.hosted.Hosting.remade`), else ``error`` raised."""
+        refused the dtype (float64 on MPS, see :meth:`torchdevice.device.hosted.Hosting.remade`), else
+        ``error`` raised."""
         if self.hosting is None:
             raise error
         return self.hosting.remade(error, call, args, kwargs, device)
@@ -150,21 +126,13 @@ class Redirect:
         generator is already separate from the host's (MPS)."""
         return self.generators[self.index(value)] if self.generators else None
 
-    def flush(self) -> None:
-        """Move pending counts into ``torchdevice.runtime.report.redirects``."""
-        with self._lock:
-            for slot, n in enumerate(self.hits):
-                if n:
-                    self.hits[slot] = 0
-                    redirects[(self.ops[slot], self.route)] += n
 
-
-def _generators(target: torch.device, emulated: int) -> tuple[torch.Generator, ...]:
-    """One generator per emulated device where device tensors are host tensors (the CPU and simulated Mac
-    targets; a real Mac's device has its own default generator): CUDA's
-    generators are not the host's, so seeding or drawing on "cuda" leaves the host's stream alone. Each
-    starts from the host's initial seed, as ``torch.manual_seed`` seeds CUDA's too."""
-    if target.type == "mps" and torch.backends.mps.is_available():
+def _generators(target: Target, emulated: int) -> tuple[torch.Generator, ...]:
+    """One generator per emulated device where device tensors are host tensors in C++ (the CPU and simulated Mac
+    targets; a real Mac's device has its own default generator): CUDA's generators are not the host's, so
+    seeding or drawing on "cuda" leaves the host's stream alone. Each starts from the host's initial seed, as
+    ``torch.manual_seed`` seeds CUDA's too."""
+    if target.storage_type != "cpu":
         return ()
     seed = torch.initial_seed()
     return tuple(torch.Generator().manual_seed(seed) for _ in range(emulated))

@@ -25,9 +25,9 @@ from typing import Any
 import torch
 from torch._C import DispatchKey, DispatchKeySet
 
-from torchdevice.fallback.target import NO_DTYPES, Target
-from torchdevice.runtime.aten_tree import leaves
-from torchdevice.runtime.hosted import WIDE
+from torchdevice.device.aten import leaves
+from torchdevice.device.hosted import WIDE, Hosting
+from torchdevice.device.target import Target
 
 MISSING = (
     "The operator '{op}' is not currently implemented for the MPS device. If you want this op to be considered "
@@ -42,6 +42,7 @@ NO_FLOAT64 = (
     "Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
     "Please use float32 instead."
 )
+CPU = torch.device("cpu")
 EVERY_OP = "*"
 """``no_float64=EVERY_OP``: every op refuses float64, as on MPS."""
 
@@ -110,10 +111,11 @@ class SimulatedMPS:
         return cls(missing_overloads=MISSING_ON_MPS, no_float64=EVERY_OP, table_missing=MISSING_ON_MPS,
                    try_first=TRY_ON_MPS, name=name)
 
-    def target(self) -> SimulatedTarget:
-        """The target the engine completes (refusing float64 everywhere, it holds none)."""
-        return SimulatedTarget(self.name, torch.device("cpu"), "PrivateUse1", "MPS", *self.table,
-                               WIDE if self.no_float64 == EVERY_OP else NO_DTYPES)
+    def target(self, device: torch.device = CPU) -> SimulatedTarget:
+        """The target the engine completes, its tensors shown on ``device`` (on ``mps:0``, refusing float64
+        everywhere, it hosts float64; its tensors are host tensors in C++)."""
+        hosting = Hosting(device, "cpu") if self.no_float64 == EVERY_OP and device.type != "cpu" else None
+        return SimulatedTarget(self.name, device, "PrivateUse1", "MPS", *self.table, hosting)
 
     def register(self) -> torch.library.Library:
         """Register the simulated kernels; they stay registered while the returned library is alive."""

@@ -17,10 +17,13 @@ function made of ops that the device refuses midway (``torch.quantile`` converts
 runs whole on the host when no gradient is to be followed. A program that never asks for float64 pays
 nothing.
 
-One code path for the Mac and the simulated Mac (:mod:`torchdevice.fallback.mps_sim`, whose device
-also refuses float64): device tensors are reached only through ``aten._to_copy``. What differs is the
-hosted tensor's own device in C++ (which autograd checks gradients against): the device's, ``mps``, on a
-Mac; the host's on the simulated Mac, where device tensors are host tensors in C++ too.
+One code path for the Mac and the simulated Mac (:mod:`torchdevice.simulated`, whose device also refuses
+float64): device tensors are reached only through ``aten._to_copy``. What differs is the hosted tensor's own
+device in C++ (which autograd checks gradients against): the device's storage type
+(:attr:`~torchdevice.device.target.Target.storage_type`), ``mps`` on a Mac, the host on the simulated Mac.
+
+A :class:`Hosting` belongs to its target (:attr:`~torchdevice.device.target.Target.hosting`); each hosted tensor
+carries the device it says it is on, so nothing of an installation is kept in this module.
 """
 
 from __future__ import annotations
@@ -31,9 +34,10 @@ from typing import Any
 
 import torch
 
-from torchdevice.runtime.aten_tree import tensors, tree_map
-from torchdevice.runtime.report import record_fallback
-from torchdevice.runtime.to_arguments import parse_to
+from torchdevice.device.aten import OpSchema, tensors, tree_map
+from torchdevice.device.errors import classify
+from torchdevice.device.to_arguments import parse_to
+from torchdevice.reporting.counts import record_fallback
 
 WIDE = frozenset({torch.float64, torch.complex128})
 """The dtypes MPS has no tensors of."""
@@ -45,11 +49,6 @@ _HOST_ARGUMENTS = frozenset({
     "rnn_tanh", "rnn_relu", "ctc_loss", "_ctc_loss",
 })
 """Aten ops that take host tensors with device tensors, as on a GPU (copies, indices, lengths)."""
-
-_shown: torch.device | None = None
-"""The device hosted tensors say they are on (``mps:0``); None while no installation hosts."""
-_physical = CPU
-"""Their device in C++: the device tensors' own there (see the module docstring)."""
 
 
 def placement_error(device: torch.device) -> RuntimeError:
@@ -98,15 +97,18 @@ class HostedTensor(HostBacked):
     """A device tensor whose data (``host``) the host keeps."""
 
     host: torch.Tensor
+    shown: torch.device
+    """The device it says it is on (``mps:0``)."""
 
     @staticmethod
-    def __new__(cls, host: torch.Tensor, requires_grad: bool = False) -> HostedTensor:
+    def __new__(cls, host: torch.Tensor, hosting: Hosting, requires_grad: bool = False) -> HostedTensor:
         made = torch.Tensor._make_wrapper_subclass(cls, host.size(), host.stride(), host.storage_offset(),
-                                                   dtype=host.dtype, device=_physical, requires_grad=requires_grad)
-        made.host = host
+                                                   dtype=host.dtype, device=hosting.physical,
+                                                   requires_grad=requires_grad)
+        made.host, made.shown, made.hosting = host, hosting.shown, hosting
         return made
 
-    device = property(lambda self: _shown or CPU, doc="The device, ``mps:0``.")  # type: ignore[assignment]
+    device = property(lambda self: self.shown, doc="The device, ``mps:0``.")  # type: ignore[assignment]
 
     def values_on_host(self) -> torch.Tensor:
         return self.host
@@ -120,7 +122,7 @@ class HostedTensor(HostBacked):
         return self.host.detach().__reduce_ex__(protocol)
 
     def __deepcopy__(self, memo: dict[int, Any]) -> HostedTensor:
-        copy = HostedTensor(self.host.detach().clone(), self.requires_grad)
+        copy = HostedTensor(self.host.detach().clone(), self.hosting, self.requires_grad)
         copy.__dict__.update({k: v for k, v in self.__dict__.items() if k != "host"})
         memo[id(self)] = copy
         return copy
@@ -128,9 +130,10 @@ class HostedTensor(HostBacked):
     @classmethod
     def __torch_function__(cls, func: Callable[..., Any], types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
+        hosting = _hosting((args, kwargs))
         if getattr(func, "__name__", None) == "to" and args and isinstance(args[0], HostedTensor):
             asked = parse_to(args[1:], kwargs)
-            if asked.device in (None, _shown) and asked.dtype in (None, args[0].dtype) and not asked.copy:
+            if asked.device in (None, hosting.shown) and asked.dtype in (None, args[0].dtype) and not asked.copy:
                 return args[0]  # already there: as on a Mac, where its device in C++ is the device
         with torch._C.DisableTorchFunctionSubclass():
             try:
@@ -138,104 +141,37 @@ class HostedTensor(HostBacked):
             except TypeError as error:
                 # a function made of ops (torch.quantile) put a result on the device and converted it to a
                 # dtype the device refuses: without gradients to follow, the whole call runs on the host
-                if not refused(error) or torch.is_grad_enabled() and any(
+                if not hosting.refused(error) or torch.is_grad_enabled() and any(
                         t.requires_grad for t in tensors((args, kwargs))):
                     raise
                 record_fallback(f"{getattr(func, '__module__', None) or 'torch'}.{func.__name__}", "cpu",
                                 why="a float64 step the device refuses")
-                return on_host(func, args, kwargs, takes_host=True)
+                return hosting.on_host(func, args, kwargs, takes_host=True)
 
     @classmethod
     def __torch_dispatch__(cls, func: torch._ops.OpOverload, types: Any, args: Any = (),  # type: ignore[override]
                            kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        value = on_host(func, args, kwargs, takes_host=func._opname in _HOST_ARGUMENTS)
+        hosting = _hosting((args, kwargs))
+        value = hosting.on_host(func, args, kwargs, takes_host=func._opname in _HOST_ARGUMENTS)
         if func.namespace == "aten" and not func.is_view and func._opname not in _BOOKKEEPING:
-            record_fallback(func._name, "cpu", why=lambda: _why(args))
+            record_fallback(func._name, "cpu", why=lambda: _why(args, hosting.shown))
         return value
 
 
-def on_host(func: Callable[..., Any], args: Any, kwargs: dict[str, Any], *, takes_host: bool) -> Any:
-    """``func`` run on the host: hosted tensors as their data, device tensors copied (and written back where
-    an aten op writes them), the device as the host; results of the dtypes the device lacks hosted, the
-    others on the device, arguments returned as the caller's own (``takes_host``: host tensors that are not
-    scalars are allowed among the arguments)."""
-    shown = _shown or CPU
-    moved: list[tuple[torch.Tensor, torch.Tensor]] = []
-
-    def to_host(x: Any) -> Any:
-        if isinstance(x, HostedTensor):
-            return x.host
-        if isinstance(x, torch.device):
-            return CPU if x == shown else x
-        if not isinstance(x, torch.Tensor):
-            return x
-        if x.device == shown:
-            copy = _aten._to_copy.default(x, device=CPU)
-            moved.append((x, copy))
-            return copy
-        if x.dim() > 0 and not takes_host:
-            raise placement_error(shown)
-        return x
-
-    value = func(*tree_map(to_host, args), **{k: tree_map(to_host, v) for k, v in kwargs.items()})
-    if moved and isinstance(func, torch._ops.OpOverload):
-        _write_back(func, args, kwargs, moved)
-    returned = {id(copy): original for original, copy in moved}
-    returned.update((id(x.host), x) for x in tensors((args, kwargs)) if isinstance(x, HostedTensor))
-    leaves_host = func is _aten._to_copy.default and kwargs.get("device") == CPU
-
-    def placed(x: Any) -> Any:
-        if not isinstance(x, torch.Tensor):
-            return x
-        if id(x) in returned:  # an argument returned (in place, out=): the caller's own tensor
-            return returned[id(x)]
-        if leaves_host:
-            return x
-        if x.dtype in WIDE:
-            return HostedTensor(x)
-        return _aten._to_copy.default(x, device=shown)
-
-    return tree_map(placed, value)
-
-
-def refused(error: BaseException) -> bool:
-    """Whether ``error`` is the device of the installation that hosts refusing a dtype."""
-    from torchdevice.fallback.errors import classify  # the fallback package imports this module
-
-    return _shown is not None and classify(error, _shown.type.upper()) == "dtype"
+def _hosting(value: Any) -> Hosting:
+    """The hosting of the first hosted tensor in ``value`` (a call a hosted tensor's own code handles has one)."""
+    return next(t.hosting for t in tensors(value) if isinstance(t, HostedTensor))
 
 
 _BOOKKEEPING = frozenset({"_to_copy", "copy_", "lift_fresh", "_local_scalar_dense", "clone"})
 """Ops that move or keep data rather than compute: not counted as fallbacks (nor are views)."""
 
 
-def _why(args: Any) -> str:
+def _why(args: Any, shown: torch.device) -> str:
     """Why an op with these arguments ran on the host: ``float64 not supported on MPS``."""
     dtypes = sorted({str(x.dtype).removeprefix("torch.") for x in tensors(args) if isinstance(x, HostedTensor)})
-    return f"{'/'.join(dtypes) or 'float64'} not supported on {(_shown or CPU).type.upper()}"
-
-
-def _write_back(func: torch._ops.OpOverload, args: Any, kwargs: dict[str, Any],
-                moved: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
-    """Copy back each device tensor the op wrote (in place, ``out=``) from the host copy it ran on."""
-    written: set[int] = set()
-    for i, a in enumerate(func._schema.arguments):
-        if a.alias_info is not None and a.alias_info.is_write:
-            value = kwargs.get(a.name) if a.kwarg_only or i >= len(args) else args[i]
-            written.update(id(t) for t in tensors(value))
-    for original, copy in moved:
-        if id(original) in written:
-            original.copy_(copy)
-
-
-def hold(x: Any) -> Any:
-    """Host tensor ``x`` as a device tensor of the installation that hosts (as it is otherwise)."""
-    if _shown is None or not isinstance(x, torch.Tensor) or isinstance(x, HostedTensor):
-        return x
-    if x.requires_grad and x.grad_fn is None:
-        return HostedTensor(x.detach(), requires_grad=True)
-    return HostedTensor(x.detach()) if not x.requires_grad else _Hold.apply(x, x.dtype)
+    return f"{'/'.join(dtypes) or 'float64'} not supported on {shown.type.upper()}"
 
 
 class _Hold(torch.autograd.Function):
@@ -243,35 +179,90 @@ class _Hold(torch.autograd.Function):
     ``x`` is, in ``x``'s dtype."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, dtype: torch.dtype) -> HostedTensor:
-        ctx.back = {"dtype": x.dtype, "device": x.device if x.device == _shown else CPU}
+    def forward(ctx: Any, x: torch.Tensor, dtype: torch.dtype, hosting: Hosting) -> HostedTensor:
+        ctx.back = {"dtype": x.dtype, "device": x.device if x.device == hosting.shown else CPU}
         host = x.host if isinstance(x, HostedTensor) else _aten._to_copy.default(x.detach(), device=CPU)
-        return HostedTensor(_aten._to_copy.default(host, dtype=dtype))
+        return HostedTensor(_aten._to_copy.default(host, dtype=dtype), hosting)
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-        return _aten._to_copy.default(grad, **ctx.back), None
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        return _aten._to_copy.default(grad, **ctx.back), None, None
 
 
 class Hosting:
-    """The installation's hosting of float64 on ``device`` (MPS, real or simulated)."""
+    """How a device keeps the dtypes it has no tensors of (:data:`WIDE`): hosted tensors that say they are on
+    ``device`` and are tensors of ``storage_type`` in C++."""
 
-    def __init__(self, device: torch.device) -> None:
-        global _shown, _physical
-        _shown = torch.device(device.type, 0)
-        _physical = _shown if torch.backends.mps.is_available() else CPU
+    dtypes = WIDE
 
-    @staticmethod
-    def stop() -> None:
-        global _shown
-        _shown = None
+    def __init__(self, device: torch.device, storage_type: str) -> None:
+        self.shown = torch.device(device.type, 0)
+        self.physical = self.shown if storage_type == device.type else torch.device(storage_type)
+
+    def refused(self, error: BaseException) -> bool:
+        """Whether ``error`` is this device refusing a dtype."""
+        return classify(error, self.shown.type.upper()) == "dtype"
+
+    def hold(self, x: Any) -> Any:
+        """Host tensor ``x`` as a hosted device tensor (other values as they are)."""
+        if not isinstance(x, torch.Tensor) or isinstance(x, HostedTensor):
+            return x
+        if x.requires_grad and x.grad_fn is None:
+            return HostedTensor(x.detach(), self, requires_grad=True)
+        return HostedTensor(x.detach(), self) if not x.requires_grad else _Hold.apply(x, x.dtype, self)
+
+    def on_host(self, func: Callable[..., Any], args: Any, kwargs: dict[str, Any], *, takes_host: bool) -> Any:
+        """``func`` run on the host: hosted tensors as their data, device tensors copied (and written back where
+        an aten op writes them), the device as the host; results of the dtypes the device lacks hosted, the
+        others on the device, arguments returned as the caller's own (``takes_host``: host tensors that are not
+        scalars are allowed among the arguments)."""
+        shown = self.shown
+        moved: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+        def to_host(x: Any) -> Any:
+            if isinstance(x, HostedTensor):
+                return x.host
+            if isinstance(x, torch.device):
+                return CPU if x == shown else x
+            if not isinstance(x, torch.Tensor):
+                return x
+            if x.device == shown:
+                copy = _aten._to_copy.default(x, device=CPU)
+                moved.append((x, copy))
+                return copy
+            if x.dim() > 0 and not takes_host:
+                raise placement_error(shown)
+            return x
+
+        value = func(*tree_map(to_host, args), **{k: tree_map(to_host, v) for k, v in kwargs.items()})
+        if moved and isinstance(func, torch._ops.OpOverload):  # the device tensors it wrote, written back
+            written = {id(t) for t in OpSchema.of(func).written_tensors(args, kwargs)}
+            for original, copy in moved:
+                if id(original) in written:
+                    original.copy_(copy)
+        returned = {id(copy): original for original, copy in moved}
+        returned.update((id(x.host), x) for x in tensors((args, kwargs)) if isinstance(x, HostedTensor))
+        leaves_host = func is _aten._to_copy.default and kwargs.get("device") == CPU
+
+        def placed(x: Any) -> Any:
+            if not isinstance(x, torch.Tensor):
+                return x
+            if id(x) in returned:  # an argument returned (in place, out=): the caller's own tensor
+                return returned[id(x)]
+            if leaves_host:
+                return x
+            if x.dtype in WIDE:
+                return HostedTensor(x, self)
+            return _aten._to_copy.default(x, device=shown)
+
+        return tree_map(placed, value)
 
     def remade(self, error: BaseException, call: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
                device: Any) -> Any:
         """``call(*args, **kwargs)``, which the device refused with ``error``, made on the host with ``device``
         (the device value it was given; ``None``: it was given none) replaced by the host; its result hosted.
         ``error`` is raised again unless it is that refusal and the result has a dtype the device lacks."""
-        if not refused(error):
+        if not self.refused(error):
             raise error
         if device is None:
             kwargs = {**kwargs, "device": CPU}
@@ -281,12 +272,12 @@ class Hosting:
         value = call(*args, **kwargs)
         if not isinstance(value, torch.Tensor) or value.dtype not in WIDE:
             raise error
-        return hold(value)
+        return self.hold(value)
 
     def moved(self, error: BaseException, t: torch.Tensor, dtype: torch.dtype | None) -> HostedTensor:
         """``t`` moved to the device as ``dtype``, which the device refused with ``error``: hosted (a copy, in
         the autograd graph)."""
         dtype = dtype or t.dtype
-        if not refused(error) or dtype not in WIDE:
+        if not self.refused(error) or dtype not in WIDE:
             raise error
-        return _Hold.apply(t, dtype)  # recorded only where t requires a gradient
+        return _Hold.apply(t, dtype, self)  # recorded only where t requires a gradient

@@ -1,0 +1,130 @@
+"""Aten calls as the dispatcher hands them to kernels: walking their arguments and results, finding an overload
+by name, and what an overload's schema says (:class:`OpSchema`: which arguments it writes, which results alias
+them, where Python numbers stand for tensors).
+
+The walkers handle nested lists and tuples (named ones included) of tensors and scalars, and keyword
+dictionaries; ``torch.utils._pytree`` handles any structure, at ten times the cost per call, and the fallback
+routes, hosted tensors and the simulated device walk every call they run.
+"""
+
+from __future__ import annotations
+
+import keyword
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import cache, cached_property
+from typing import Any
+
+import torch
+
+_NUMBERS = (bool, int, float, complex)
+
+
+def tree_map(fn: Callable[..., Any], value: Any, *extra: Any) -> Any:
+    """``value`` with each leaf ``x`` (anything but a list or tuple) replaced by ``fn(x, *extra)``, in
+    containers of the same types (lists, tuples, ``torch.Size``, ``torch.return_types``, named tuples such
+    as ``PackedSequence``)."""
+    if isinstance(value, (list, tuple)):
+        items = [tree_map(fn, v, *extra) for v in value]
+        kind = type(value)
+        if kind is list:
+            return items
+        return kind._make(items) if hasattr(kind, "_make") else kind(items)
+    return fn(value, *extra)
+
+
+def leaves(value: Any) -> list[Any]:
+    """The leaves of ``value`` (through lists, tuples and dictionaries' values), in order."""
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in leaves(v)]
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in leaves(v)]
+    return [value]
+
+
+def tensors(value: Any) -> list[torch.Tensor]:
+    """The tensors in ``value``, in order."""
+    return [x for x in leaves(value) if isinstance(x, torch.Tensor)]
+
+
+def overload(name: str) -> torch._ops.OpOverload | None:
+    """``"aten::cumsum.out"`` or ``"cumsum.out"`` (no overload name: the default one) as an OpOverload, if it
+    exists."""
+    namespace, _, rest = name.rpartition("::")
+    op, _, overload_name = rest.partition(".")
+    try:
+        return getattr(getattr(getattr(torch.ops, namespace or "aten"), op), overload_name or "default")
+    except AttributeError:
+        return None
+
+
+@dataclass(frozen=True, eq=False)
+class OpSchema:
+    """What an aten overload's schema says about its arguments and results, read once, on first use
+    (:meth:`of` keeps one per overload)."""
+
+    op: torch._ops.OpOverload
+
+    @staticmethod
+    @cache
+    def of(op: torch._ops.OpOverload) -> OpSchema:
+        return OpSchema(op)
+
+    @cached_property
+    def tensor_slots(self) -> tuple[int, ...]:
+        """Positions of plain ``Tensor`` parameters (Python numbers there are wrapped numbers)."""
+        params = self.op._schema.arguments
+        return tuple(i for i, a in enumerate(params) if not a.kwarg_only and isinstance(a.type, torch._C.TensorType))
+
+    @cached_property
+    def written(self) -> tuple[int | str, ...]:
+        """Positions (keyword names for keyword-only) of the arguments the op writes to."""
+        return tuple(a.name if a.kwarg_only else i for i, a in enumerate(self.op._schema.arguments)
+                     if a.alias_info is not None and a.alias_info.is_write)
+
+    def written_tensors(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[torch.Tensor]:
+        """The tensors of a call that the op writes to (in place, ``out=``)."""
+        found: list[torch.Tensor] = []
+        for where in self.written:
+            if isinstance(where, int) and where < len(args):
+                found += tensors(args[where])
+            elif isinstance(where, str) and where in kwargs:
+                found += tensors(kwargs[where])
+        return found
+
+    @cached_property
+    def aliases(self) -> tuple[int | str | None, ...]:
+        """Per return: the position (or keyword name) of the argument it aliases, else None."""
+        by_set = {frozenset(a.alias_info.before_set): (a.name if a.kwarg_only else i)
+                  for i, a in enumerate(self.op._schema.arguments)
+                  if a.alias_info is not None and a.alias_info.is_write}
+        return tuple(by_set.get(frozenset(r.alias_info.before_set)) if r.alias_info is not None else None
+                     for r in self.op._schema.returns)
+
+    @cached_property
+    def names(self) -> tuple[str, ...]:
+        """The schema's parameter names as Python keywords allow (``from`` becomes ``from_``)."""
+        return tuple(f"{a.name}_" if keyword.iskeyword(a.name) else a.name for a in self.op._schema.arguments)
+
+    @cached_property
+    def outputs(self) -> frozenset[str]:
+        """Keyword-only arguments the op writes to (``out=``): no input of the computation."""
+        return frozenset(name for name, a in zip(self.names, self.op._schema.arguments, strict=True)
+                         if a.kwarg_only and a.alias_info is not None and a.alias_info.is_write)
+
+    def boxed(self, args: tuple[Any, ...]) -> tuple[Any, ...]:
+        """``args`` for a boxed kernel call: Python numbers in ``Tensor`` slots become 0-d tensors.
+
+        The Python binding passes wrapped numbers (``x * 2``) to Python kernels as numbers, which a
+        boxed call refuses. The 0-d tensor takes the dtype the operation computes in, so the result
+        dtype is the one the wrapped number gives.
+        """
+        if not any(i < len(args) and isinstance(args[i], _NUMBERS) for i in self.tensor_slots):
+            return args
+        reference = next((a for a in args if isinstance(a, torch.Tensor)), None)
+        out = list(args)
+        for i in self.tensor_slots:
+            if i < len(out) and isinstance(out[i], _NUMBERS):
+                dtype = torch.result_type(reference, out[i]) if reference is not None else None
+                out[i] = torch.tensor(out[i], dtype=dtype)
+        return tuple(out)

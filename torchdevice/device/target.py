@@ -1,0 +1,111 @@
+"""Targets: the device ``"cuda"`` means, and what is known about it.
+
+A :class:`Target` says what the program is shown (``device``: ``cpu``, ``mps``; the simulated Mac's
+``mps:0``), what its tensors are in C++ (``storage_type``), where the fallback engine registers kernels for it
+(``dispatch_key``) and how torch's error messages name it (``backend``), what the kernel table knows (the aten
+overloads it has no kernel for, those to try first and watch) and how it keeps the dtypes it has no tensors of
+(``hosting``). MPS's table is generated from the catalog (``generated/fallback_table.py``); the CPU has every
+kernel. :func:`resolve` chooses a target's name; :func:`for_name` builds the CPU's and MPS's targets; the
+simulated Mac builds its own (:mod:`torchdevice.simulated`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from torchdevice.device.hosted import Hosting
+
+TARGETS = ("cpu", "mps", "mps-sim", "cuda")
+"""The names a target is asked for by (``install(target=...)``, ``TORCHDEVICE_TARGET``, ``--target``)."""
+SIMULATED_MPS = "mps-sim"
+"""Apple silicon simulated on a machine without MPS (:mod:`torchdevice.simulated`)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    """Its name among :data:`TARGETS`, also the name of its verdicts in the capability cache."""
+    device: torch.device
+    """What ``"cuda"`` means: the device its tensors say they are on."""
+    dispatch_key: str
+    """Where fallback kernels are registered (``"MPS"``)."""
+    backend: str
+    """How PyTorch's error messages name the device (``"MPS"``)."""
+    missing: frozenset[str] = frozenset()
+    """Aten overloads (``"aten::cumsum.out"``) without a kernel here: routed without trying."""
+    try_first: frozenset[str] = frozenset()
+    """Aten overloads tried here first, routed elsewhere on a device-compatibility error."""
+    hosting: Hosting | None = None
+    """How tensors of the dtypes this device has none of are kept (float64 on MPS); None: it has every dtype."""
+    storage_type: str = "cpu"
+    """The device type of its tensors in C++ (``mps`` on a Mac; ``cpu`` on the CPU and the simulated Mac): what
+    its autocast key, generators and events are."""
+
+    @property
+    def native_is_cpu(self) -> bool:
+        """The target's own kernels are the CPU's (the CPU route calls them directly)."""
+        return self.dispatch_key == "CPU"
+
+    @property
+    def simulated(self) -> bool:
+        """Whether this is the simulated Mac."""
+        return self.name == SIMULATED_MPS
+
+    def escape(self) -> contextlib.AbstractContextManager[object]:
+        """A context in which ops on this device's tensors run as plain CPU ops; for a real device,
+        whose tensors are not CPU tensors, nothing needs to change."""
+        return contextlib.nullcontext()
+
+    def place(self, x: Any) -> Any:
+        """Tensor ``x`` (a result computed elsewhere) where this device's kernels leave their results: moved to
+        the device in C++ (:attr:`storage_type`), or hosted if its dtype cannot live here."""
+        if not isinstance(x, torch.Tensor):
+            return x
+        if self.hosting is not None and x.dtype in self.hosting.dtypes:
+            return self.hosting.hold(x)
+        home = self.device if self.storage_type == self.device.type else torch.device(self.storage_type)
+        return x if x.device == home else x.to(home)
+
+
+def for_name(name: str) -> Target:
+    """The target called ``name`` (``"cpu"`` or ``"mps"``, as :func:`resolve` returns it)."""
+    if name == "mps":
+        from torchdevice_generated import fallback_table
+
+        device = torch.device("mps")
+        return Target("mps", device, "MPS", "MPS", fallback_table.MISSING_ON_MPS, fallback_table.TRY_ON_MPS,
+                      Hosting(device, "mps"), storage_type="mps")
+    if name == "cpu":
+        return Target("cpu", torch.device("cpu"), "CPU", "CPU")
+    raise ValueError(f"torchdevice: no target {name!r} to build here")
+
+
+def resolve(requested: str | torch.device | None = None) -> str:
+    """The name of the target ``"cuda"`` should mean: ``requested``, else ``$TORCHDEVICE_TARGET``, else the best
+    present.
+
+    Real CUDA is preferred where present (the runtime then passes everything through), then MPS,
+    then CPU. Asking for a target this machine lacks, or one that is not a target, is an error
+    (``ValueError``, ``RuntimeError``) naming where the request came from. On a Mac, ``mps-sim`` is ``mps``.
+    """
+    name = requested if requested is not None else os.environ.get("TORCHDEVICE_TARGET") or None
+    if name is None:
+        if torch.cuda.is_available():
+            return "cuda"
+        return "mps" if torch.backends.mps.is_available() else "cpu"
+    source = "" if requested is not None else f" (TORCHDEVICE_TARGET={name})"
+    kind = name.type if isinstance(name, torch.device) else str(name).partition(":")[0]
+    if kind not in TARGETS:
+        raise ValueError(f"torchdevice: unknown target {name!r}{source}; expected one of {', '.join(TARGETS)}")
+    if kind == SIMULATED_MPS:
+        return "mps" if torch.backends.mps.is_available() else SIMULATED_MPS
+    if kind == "mps" and not torch.backends.mps.is_available():
+        raise RuntimeError(f"torchdevice: target 'mps' requested{source} but MPS is not available on this machine")
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"torchdevice: target 'cuda' requested{source} but CUDA is not available on this machine")
+    return kind
