@@ -8,7 +8,7 @@ JOBS   ?= auto
 # package itself declares the range it supports (pyproject.toml).
 PIP_INSTALL := $(PY) -m pip install -q -c constraints.txt
 
-.PHONY: venv demo test external-suites catalog generate check-generated status bench lint wheel clean
+.PHONY: venv demo test test-fast external-suites catalog generate check-generated status bench lint wheel clean
 
 $(STAMP): pyproject.toml constraints.txt torchdevice.pth
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,8 +24,13 @@ demo: $(STAMP)
 	TORCHDEVICE_LOG=info $(VENV)/bin/torchdevice run examples/gpt_train.py --steps 20
 	$(VENV)/bin/torchdevice rewrite examples/gpt_train.py --diff; test $$? -le 1
 
+# The whole suite (CI runs it, and `make lint`).
 test: $(STAMP) check-generated
 	$(PY) -m pytest -n $(JOBS) -q
+
+# The edit-test tier: every test that starts no process (tests/conftest.py holds the marker to that).
+test-fast: $(STAMP)
+	$(PY) -m pytest -n $(JOBS) -q -m "not processes"
 
 # The own test suites of skorch, pytorch-ignite and accelerate, natively and under the runtime (not in `test`).
 external-suites: $(STAMP)
@@ -49,7 +54,7 @@ bench: $(STAMP)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
-	$(PY) -m mypy torchdevice codegen
+	MYPYPATH=generated $(PY) -m mypy -p torchdevice_generated -p torchdevice -p codegen
 
 wheel: $(STAMP)
 	$(PY) -m pip wheel -q --no-deps -w dist .

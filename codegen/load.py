@@ -237,7 +237,7 @@ def load_autocast(path: Path, version: str, known: dict[str, Entry]) -> tuple[Au
 
 
 def _load_status(path: Path, known: dict[str, Entry]) -> dict[str, Status]:
-    """Measured status written by ``make status``: ``{name: {resolves: pass, cpu: pass, mlx: fail}}``.
+    """Measured status written by ``make status``: ``{name: {cpu: pass, mlx: fail}}``.
 
     Names no longer in the catalog are skipped (the next ``make status`` drops them)."""
     root = schema.compose(path) if path.exists() else None

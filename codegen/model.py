@@ -24,7 +24,7 @@ Kind = Literal["function", "builtin", "class", "method", "property", "attribute"
 KernelStatus = Literal["native", "composite", "implicit", "missing", "none"]
 Measured = Literal["pass", "fail"]
 
-MEASURED = ("resolves", "cpu", "mlx", "cuda", "mps")
+MEASURED = ("cpu", "mlx", "cuda", "mps")
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,6 @@ class Kernels:
 class Status:
     """What tests measured for an entry (``None``: never run). Written by ``make status``, never guessed."""
 
-    resolves: Measured | None = None
     cpu: Measured | None = None
     mlx: Measured | None = None
     cuda: Measured | None = None

@@ -55,11 +55,12 @@ class Recorder:
 
 
 def merge(existing: dict, results: dict[tuple[str, str], str]) -> dict:
-    """Existing status with the measured fields replaced by this run's results."""
+    """Existing status with the measured fields replaced by this run's results (fields no longer measured
+    anywhere dropped)."""
     measured_fields = {field for field, _ in results}
     merged: dict[str, dict[str, str]] = {}
     for name, fields in existing.items():
-        kept = {f: v for f, v in fields.items() if f not in measured_fields}
+        kept = {f: v for f, v in fields.items() if f not in measured_fields and f in MEASURED}
         if kept:
             merged[name] = kept
     for (field, name), verdict in results.items():

@@ -107,7 +107,7 @@ class CatalogRow:
     kernels: dict[str, str]
     """Backend (:data:`BACKENDS`) -> kernel status."""
     status: dict[str, str | None]
-    """What the tests measured (``resolves``, then per backend): ``pass``, ``fail`` or ``None``."""
+    """What the tests measured (per backend): ``pass``, ``fail`` or ``None``."""
     mlx: tuple[MlxUse, ...]
     signatures: tuple[str, ...]
 

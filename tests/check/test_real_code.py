@@ -15,6 +15,7 @@ PROJECTS = Path(__file__).resolve().parent / "projects"
 
 
 @pytest.mark.parametrize("tree", ["timm==1.0.31", "nanogpt", "diffusion", "examples"])
+@pytest.mark.processes
 def test_real_code_has_no_blocker(tree):
     root = sources(tree) if "==" in tree else PROJECTS / tree
     found = list(discover([str(root)]))

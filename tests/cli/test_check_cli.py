@@ -9,6 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.processes
+
 FIXTURES = Path(__file__).resolve().parents[1] / "check" / "fixtures"
 LINE = re.compile(r"^(?P<path>[^:]+):(?P<line>\d+):(?P<column>\d+): (?P<severity>blocker|warning|info) (?P<name>\S+) ")
 

@@ -9,6 +9,8 @@ import pytest
 
 import torchdevice
 
+pytestmark = pytest.mark.processes
+
 
 def test_version_is_the_distributions():
     done = subprocess.run([sys.executable, "-m", "torchdevice", "--version"], capture_output=True, text=True,

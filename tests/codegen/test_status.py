@@ -7,6 +7,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 import yaml
 
 from codegen.status import merge
@@ -27,6 +28,7 @@ def test_op(value):
 """
 
 
+@pytest.mark.processes
 def test_record_writes_pass_and_fail_and_keeps_other_fields(tmp_path: Path):
     (tmp_path / "test_probe.py").write_text(PROBE)
     status_file = tmp_path / "status.yaml"
@@ -47,8 +49,8 @@ def test_record_writes_pass_and_fail_and_keeps_other_fields(tmp_path: Path):
 
 
 def test_merge_is_sorted_and_deterministic():
-    results = {("mlx", "torch.b"): "pass", ("resolves", "torch.a"): "pass", ("mlx", "torch.a"): "fail"}
-    merged = merge({"torch.a": {"mps": "pass"}}, results)
+    results = {("mlx", "torch.b"): "pass", ("cpu", "torch.a"): "pass", ("mlx", "torch.a"): "fail"}
+    merged = merge({"torch.a": {"mps": "pass", "resolves": "pass"}}, results)  # a field no longer measured: dropped
     assert list(merged) == ["torch.a", "torch.b"]
-    assert list(merged["torch.a"]) == ["resolves", "mlx", "mps"]
+    assert list(merged["torch.a"]) == ["cpu", "mlx", "mps"]
     assert merge({"torch.a": {"mps": "pass"}}, dict(reversed(list(results.items())))) == merged

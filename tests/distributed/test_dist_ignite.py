@@ -8,6 +8,8 @@ import sys
 import pytest
 from dist_jobs import PROGRAMS, run
 
+pytestmark = pytest.mark.processes
+
 pytest.importorskip("ignite", reason="pytorch-ignite is a test dependency (pip install -e '.[dev]')")
 
 

@@ -15,9 +15,9 @@ from torch.nn.parallel import DistributedDataParallel
 
 import torchdevice
 import torchdevice.distributed as td
+from torchdevice.device.target import for_name
 from torchdevice.distributed import groups
 from torchdevice.distributed.groups import NCCL_DEFAULT_TIMEOUT, gloo_backend
-from torchdevice.device.target import for_name
 from torchdevice.patching import Patcher
 
 T = TypeVar("T")

@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from dist_jobs import PROGRAMS, ROOT, run, torchrun
 
+pytestmark = pytest.mark.processes
+
 EXAMPLE = "examples/ddp_train.py"
 LOSS = re.compile(r"^epoch (\d+) micro (\d+) loss (\S+)$", re.MULTILINE)
 

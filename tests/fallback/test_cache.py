@@ -121,6 +121,7 @@ def record_many(directory: str, worker: int, count: int, start: multiprocessing.
         cache.record(f"aten::op{worker}_{i}", "float32", "dtype")
 
 
+@pytest.mark.processes
 def test_concurrent_processes_merge_without_corruption(cache_dir):
     workers, count = 4, 25
     # fork where it is safe (Linux): the children only do file I/O, and need not import torch again

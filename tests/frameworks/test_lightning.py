@@ -11,6 +11,7 @@ from framework_runs import assert_numbers_close
 PROGRAM = "lightning_fit.py"
 
 
+@pytest.mark.processes
 def test_32_true_trains_on_the_gpu_with_the_cpu_numbers(native, redirected):
     (cpu,) = native(PROGRAM, "--accelerator", "cpu")
     (gpu,) = redirected(PROGRAM)
@@ -29,6 +30,7 @@ MIXED = [("16-mixed", torch.float16, 5e-3), ("bf16-mixed", torch.bfloat16, 4e-2)
 
 @pytest.mark.parametrize("target", ["cpu", "mps-sim"])
 @pytest.mark.parametrize(("precision", "dtype", "rtol"), MIXED, ids=[m[0] for m in MIXED])
+@pytest.mark.processes
 def test_mixed_precision_runs_under_cuda_autocast(native, redirected, precision, dtype, rtol, target):
     """On the CPU target and on the simulated Mac, whose device tensors are cast as a Mac casts them."""
     (cpu,) = native(PROGRAM, "--accelerator", "cpu")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from framework_runs import assert_numbers_close
+
+pytestmark = pytest.mark.processes
 
 PROGRAM = "skorch_fit.py"
 

@@ -3,7 +3,10 @@ float32 and with ``fp16=True``, and a checkpoint loaded with ``from_pretrained(d
 
 from __future__ import annotations
 
+import pytest
 from framework_runs import assert_numbers_close
+
+pytestmark = pytest.mark.processes
 
 
 def test_trainer_fp32_on_cuda_gives_the_cpu_losses(native, redirected):

@@ -93,6 +93,7 @@ def test_wheel_holds_every_subpackage_and_data_file_and_no_dev_tool(wheel: Path)
     assert any(r.replace(" ", "").startswith("torch<2.14,>=2.13") for r in headers.get_all("Requires-Dist"))
 
 
+@pytest.mark.processes
 def test_installed_commands_work_without_the_source_tree(installed: Path, tmp_path: Path):
     from importlib import metadata
 
@@ -125,6 +126,7 @@ def test_installed_commands_work_without_the_source_tree(installed: Path, tmp_pa
     assert json.loads(doctor.stdout)["target"] == "cpu"
 
 
+@pytest.mark.processes
 def test_installed_runtime_loads_its_own_files_and_runs_the_fallback_engine(installed: Path, tmp_path: Path):
     probe = """\
 import sys, torch, torchdevice
@@ -142,6 +144,7 @@ print(torchdevice.report()["fallbacks"])
     assert "'aten::cumsum': {'mlx': 1}" in done.stdout
 
 
+@pytest.mark.processes
 def test_installed_start_up_hook_follows_the_program_into_a_spawned_child(installed: Path, tmp_path: Path):
     program = tmp_path / "spawns.py"
     program.write_text(SPAWNING_PROGRAM)

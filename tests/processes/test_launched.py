@@ -7,8 +7,11 @@ import re
 import shutil
 
 import dist_jobs
+import pytest
 import torch
 from program_runs import PROGRAMS, json_lines, python, torchdevice_run
+
+pytestmark = pytest.mark.processes
 
 
 def test_subprocess_and_process_pool_children_are_redirected():

@@ -13,6 +13,8 @@ import torch
 from dist_jobs import free_port
 from program_runs import json_lines, python, torchdevice_run
 
+pytestmark = pytest.mark.processes
+
 
 def test_mp_spawn_ddp_on_nccl_runs_one_rank_per_emulated_device(tmp_path):
     env = {"TORCHDEVICE_DEVICES": "2", "MASTER_PORT": str(free_port())}

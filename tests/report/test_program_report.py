@@ -45,6 +45,8 @@ def test_report_covers_every_process_of_the_program(tmp_path):
 
 PROGRAM = """
 import subprocess, sys, torch, torchdevice
+
+pytestmark = pytest.mark.processes
 torchdevice.install("cpu"{report})
 torch.zeros(1, device="cuda")
 subprocess.run([sys.executable, "-c", "import torch; torch.ones(2, device='cuda'); torch.ones(2, device='cuda')"],

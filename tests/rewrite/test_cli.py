@@ -18,6 +18,7 @@ def _summary(stderr: str) -> str:
     return stderr.strip().splitlines()[-1]
 
 
+@pytest.mark.processes
 def test_check_reports_and_changes_nothing(tmp_path, cli):
     (tmp_path / "train.py").write_text(CUDA)
     (tmp_path / "plain.py").write_text(PLAIN)
@@ -33,6 +34,7 @@ def test_check_reports_and_changes_nothing(tmp_path, cli):
     assert cli("--check", tmp_path).returncode == 1
 
 
+@pytest.mark.processes
 def test_diff_prints_a_unified_diff(tmp_path, cli):
     (tmp_path / "train.py").write_text(CUDA)
     result = cli("--diff", tmp_path / "train.py")
@@ -43,6 +45,7 @@ def test_diff_prints_a_unified_diff(tmp_path, cli):
     assert (tmp_path / "train.py").read_text() == CUDA
 
 
+@pytest.mark.processes
 def test_write_rewrites_then_there_is_nothing_to_do(tmp_path, cli):
     (tmp_path / "train.py").write_text(CUDA)
     written = cli("--write", tmp_path)
@@ -54,6 +57,7 @@ def test_write_rewrites_then_there_is_nothing_to_do(tmp_path, cli):
     assert "0 would be rewritten" in _summary(again.stderr)
 
 
+@pytest.mark.processes
 def test_nothing_to_do_exits_zero(tmp_path, cli):
     (tmp_path / "plain.py").write_text(PLAIN)
     result = cli(tmp_path)
@@ -61,6 +65,7 @@ def test_nothing_to_do_exits_zero(tmp_path, cli):
     assert "0 would be rewritten, 0 unchanged, 1 without CUDA code" in _summary(result.stderr)
 
 
+@pytest.mark.processes
 def test_reports_name_file_line_column_and_code_without_failing(tmp_path, cli):
     (tmp_path / "props.py").write_text("import torch\n\nname = torch.cuda.get_device_name(0)\n")
     result = cli(tmp_path)
@@ -69,6 +74,7 @@ def test_reports_name_file_line_column_and_code_without_failing(tmp_path, cli):
     assert "0 sites rewritten, 1 reported" in _summary(result.stderr)
 
 
+@pytest.mark.processes
 def test_bad_files_are_reported_and_the_others_processed(tmp_path, cli):
     (tmp_path / "good.py").write_text(CUDA)
     (tmp_path / "syntax.py").write_text("import torch\n\nx = torch.ones(1).cuda(\n")
@@ -94,12 +100,14 @@ def test_unreadable_file_is_reported(tmp_path, cli):
     assert f"error: {path}: cannot read: Permission denied" in result.stderr
 
 
+@pytest.mark.processes
 def test_missing_path_is_an_error(tmp_path, cli):
     result = cli(tmp_path / "nope.py")
     assert result.returncode == 123
     assert f"error: {tmp_path / 'nope.py'}: no such file or directory" in result.stderr
 
 
+@pytest.mark.processes
 def test_parallel_and_serial_runs_agree(tmp_path, cli):
     for i in range(6):
         (tmp_path / f"m{i}.py").write_text(CUDA.replace("(2, 2)", f"({i}, 2)") + f"torch.cuda.synchronize({i})\n")
@@ -109,6 +117,7 @@ def test_parallel_and_serial_runs_agree(tmp_path, cli):
     assert serial.stderr.splitlines()[:-1] == parallel.stderr.splitlines()[:-1]
 
 
+@pytest.mark.processes
 def test_exclude_and_environments_are_skipped(tmp_path, cli):
     (tmp_path / "train.py").write_text(CUDA)
     for folder in ("venv", "generated", "env"):
@@ -124,6 +133,7 @@ def test_exclude_and_environments_are_skipped(tmp_path, cli):
 TWO_RULES = "import torch\n\nx = torch.ones(1).cuda()\ntorch.cuda.synchronize()\n"
 
 
+@pytest.mark.processes
 def test_select_and_ignore_choose_rules_by_code_or_prefix(tmp_path, cli):
     (tmp_path / "train.py").write_text(TWO_RULES)
     only_calls = cli("--diff", "--select", "TD2", tmp_path)
@@ -132,6 +142,7 @@ def test_select_and_ignore_choose_rules_by_code_or_prefix(tmp_path, cli):
     assert (no_method.returncode, no_method.stdout) == (0, "")
 
 
+@pytest.mark.processes
 def test_unknown_codes_are_errors(tmp_path, cli):
     (tmp_path / "train.py").write_text(TWO_RULES)
     result = cli("--select", "TD1,TD999", tmp_path)
@@ -139,6 +150,7 @@ def test_unknown_codes_are_errors(tmp_path, cli):
     assert "torchdevice rewrite: error: --select: 'TD999' is not a rule code or prefix" in result.stderr
 
 
+@pytest.mark.processes
 def test_pyproject_configuration_is_found_above_the_paths_and_options_override_it(tmp_path, cli):
     (tmp_path / ".git").mkdir()
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n\n[tool.torchdevice]\nignore = ["TD102"]\n'
@@ -154,6 +166,7 @@ def test_pyproject_configuration_is_found_above_the_paths_and_options_override_i
     assert "+x = torch.ones(1).to(" in overridden.stdout and "-torch.cuda.synchronize()" not in overridden.stdout
 
 
+@pytest.mark.processes
 def test_bad_configuration_is_an_error_naming_the_file(tmp_path, cli):
     (tmp_path / "pyproject.toml").write_text('[tool.torchdevice]\nselect = ["TD1"]\nfix = true\n')
     (tmp_path / "train.py").write_text(TWO_RULES)
@@ -169,6 +182,7 @@ def test_bad_configuration_is_an_error_naming_the_file(tmp_path, cli):
 # --- bad input and safe writes --------------------------------------------------------------------------
 
 
+@pytest.mark.processes
 def test_a_fifo_and_a_link_loop_do_not_stop_the_run(tmp_path, cli):
     os.mkfifo(tmp_path / "pipe.py")
     (tmp_path / "a.py").symlink_to(tmp_path / "b.py")
@@ -184,6 +198,7 @@ def test_a_fifo_and_a_link_loop_do_not_stop_the_run(tmp_path, cli):
     assert "1 rewritten, 0 unchanged, 0 without CUDA code, 3 skipped, 0 failed" in _summary(result.stderr)
 
 
+@pytest.mark.processes
 def test_a_link_out_of_the_given_paths_is_not_followed(tmp_path, cli):
     (tmp_path / "project").mkdir()
     (tmp_path / "outside.py").write_text(CUDA)
@@ -194,6 +209,7 @@ def test_a_link_out_of_the_given_paths_is_not_followed(tmp_path, cli):
     assert f"skipped {tmp_path / 'project' / 'linked.py'}: symbolic link to a file outside" in result.stderr
 
 
+@pytest.mark.processes
 def test_a_coding_declaration_is_honoured(tmp_path, cli):
     text = "# -*- coding: latin-1 -*-\nimport torch\nlabel = \"données\"\nx = torch.ones(1).cuda()\n"
     (tmp_path / "latin.py").write_bytes(text.encode("latin-1"))
@@ -203,6 +219,7 @@ def test_a_coding_declaration_is_honoured(tmp_path, cli):
     assert "label = \"données\"".encode("latin-1") in written and IDIOM.encode() in written
 
 
+@pytest.mark.processes
 def test_refused_writes_fail_the_run_and_leave_the_file(tmp_path, cli):
     (tmp_path / "train.py").write_text(CUDA)
     os.link(tmp_path / "train.py", tmp_path / "same.txt")
@@ -212,6 +229,7 @@ def test_refused_writes_fail_the_run_and_leave_the_file(tmp_path, cli):
     assert (tmp_path / "train.py").read_text() == CUDA
 
 
+@pytest.mark.processes
 def test_a_huge_generated_file_is_set_aside_quickly(tmp_path):
     """A 5 MB file with ~99k sites must not stall the run nor take gigabytes: it is set aside by size."""
     (tmp_path / "generated.py").write_text("import torch\n" + "x = torch.zeros(1).cuda()\n" * 99_000)
@@ -227,6 +245,7 @@ def test_a_huge_generated_file_is_set_aside_quickly(tmp_path):
     assert int(result.stdout) < 400_000  # kilobytes
 
 
+@pytest.mark.processes
 def test_a_slow_file_is_given_up_at_the_time_limit(tmp_path, cli):
     (tmp_path / "slow.py").write_text("import torch\n" + "x = torch.zeros(1).cuda()\n" * 20_000)
     (tmp_path / "train.py").write_text(CUDA)
@@ -239,6 +258,7 @@ def test_a_slow_file_is_given_up_at_the_time_limit(tmp_path, cli):
 # --- the command line itself ----------------------------------------------------------------------------
 
 
+@pytest.mark.processes
 def test_help_documents_codes_configuration_and_exit_statuses(cli):
     result = cli("--help")
     assert result.returncode == 0
@@ -246,11 +266,13 @@ def test_help_documents_codes_configuration_and_exit_statuses(cli):
     assert "TD101  device-string" in result.stdout and "TD901  cuda-comparison" in result.stdout
 
 
+@pytest.mark.processes
 def test_jobs_must_be_positive(cli, tmp_path):
     result = cli("--jobs", "0", tmp_path)
     assert result.returncode == 2 and "must be positive" in result.stderr
 
 
+@pytest.mark.processes
 def test_the_command_does_not_import_torch(tmp_path):
     (tmp_path / "train.py").write_text(CUDA)
     code = ("import sys; from torchdevice.cli import main; code = main(['rewrite', sys.argv[1]]); "

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from dist_jobs import SUPPORT, free_port, run, torchrun
 
+pytestmark = pytest.mark.processes
+
 HERE = Path(__file__).resolve().parent
 FIXTURES = HERE / "fixtures"
 PROGRAMS = HERE / "programs"

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify and /proc are Linux's")
+pytestmark = [pytest.mark.processes,
+              pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify and /proc are Linux's")]
 
 SLOW = "import torch\n" + "x = torch.zeros(1).cuda()\n" * 3_000  # seconds of work for the rewriter
 IN_CLOSE_NOWRITE = 0x10

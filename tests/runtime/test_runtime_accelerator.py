@@ -93,6 +93,7 @@ def step(x: torch.Tensor) -> tuple[torch.Tensor, torch.device, torch.device]:
     return (x.to(by_name) + torch.ones(2, device=by_ordinal)) * 2, by_name, by_ordinal
 
 
+@pytest.mark.processes
 def test_compile_fullgraph_builds_devices_by_name_and_ordinal(two_devices):
     import torch._dynamo
 
@@ -124,6 +125,7 @@ print(out.tolist(), device)
 """
 
 
+@pytest.mark.processes
 def test_compile_after_dynamo_is_first_imported_under_the_runtime(python):
     result = python("-c", LATE_DYNAMO)
     assert result.returncode == 0, result.stderr

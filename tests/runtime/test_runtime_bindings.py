@@ -36,6 +36,7 @@ def test_names_bound_before_install_are_named_in_a_warning(bound_module):
         torchdevice.uninstall()
 
 
+@pytest.mark.processes
 def test_no_warning_when_nothing_was_bound_before(python):
     code = ("import warnings; warnings.simplefilter('error'); import torchdevice; torchdevice.install('cpu'); "
             "import torch; from torch import zeros; print(zeros(1, device='cuda').device)")

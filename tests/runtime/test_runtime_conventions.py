@@ -6,11 +6,13 @@ from __future__ import annotations
 import inspect
 import textwrap
 
+import pytest
 import torch
 
 import torchdevice
 
 
+@pytest.mark.processes
 def test_logging_at_info_in_the_program_shows_nothing_of_ours(python, tmp_path):
     program = tmp_path / "train.py"
     program.write_text(textwrap.dedent("""\
@@ -26,6 +28,7 @@ def test_logging_at_info_in_the_program_shows_nothing_of_ours(python, tmp_path):
     assert asked.stderr.count("torchdevice: redirect torch.zeros: cuda->cpu") == 1  # ours once, not also via root
 
 
+@pytest.mark.processes
 def test_an_unknown_log_level_warns_and_the_program_goes_on(python, tmp_path):
     program = tmp_path / "p.py"
     program.write_text("import torch\nprint(torch.ones(1, device='cuda').device)\n")
@@ -34,6 +37,7 @@ def test_an_unknown_log_level_warns_and_the_program_goes_on(python, tmp_path):
     assert "TORCHDEVICE_LOG='chatty' is not a logging level" in done.stderr
 
 
+@pytest.mark.processes
 def test_warnings_from_wrapped_torch_calls_name_the_programs_line(python, tmp_path):
     program = tmp_path / "amp.py"
     program.write_text(textwrap.dedent("""\
@@ -60,6 +64,7 @@ def test_wrappers_carry_what_they_wrap(on_cpu):
     assert inspect.signature(torch.nn.Module.to) == inspect.signature(torch.nn.Module.to.__wrapped__)
 
 
+@pytest.mark.processes
 def test_a_torch_other_than_the_catalogs_release_is_warned_about_once(python):
     probe = textwrap.dedent("""\
         import warnings, torch, torchdevice

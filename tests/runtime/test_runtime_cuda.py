@@ -118,6 +118,7 @@ print(torch.backends.cudnn.deterministic, torch.backends.cuda.matmul.allow_tf32,
 """
 
 
+@pytest.mark.processes
 def test_markers_and_flags_are_harmless(python):
     # A fresh interpreter: the flags are process-wide (and torch's test utilities freeze them).
     done = python("-c", FLAGS_PROGRAM)

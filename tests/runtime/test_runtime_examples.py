@@ -31,6 +31,7 @@ def run_plainly(monkeypatch, capsys, script: str, *args: str) -> str:
     return capsys.readouterr().out
 
 
+@pytest.mark.processes
 def test_gpt_training_written_for_cuda_matches_the_cpu_version(python, monkeypatch, capsys):
     on_target = python("-m", "torchdevice", "run", "examples/gpt_train.py", "--steps", "6")
     assert on_target.returncode == 0, on_target.stderr
@@ -42,6 +43,7 @@ def test_gpt_training_written_for_cuda_matches_the_cpu_version(python, monkeypat
     assert losses == pytest.approx(native, rel=0, abs=2e-6)
 
 
+@pytest.mark.processes
 def test_hugging_face_model_moved_with_cuda_generates_the_cpu_tokens(python, monkeypatch, capsys):
     pytest.importorskip("transformers")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -51,6 +53,7 @@ def test_hugging_face_model_moved_with_cuda_generates_the_cpu_tokens(python, mon
     assert on_target.stdout == run_plainly(monkeypatch, capsys, "hf_generate.py", "--device", "cpu")
 
 
+@pytest.mark.processes
 def test_doctor_reports_devices_target_and_catalog(python, monkeypatch, capsys):
     done = python("-m", "torchdevice", "doctor", "--json", env={"TORCHDEVICE_TARGET": "cpu"})
     assert done.returncode == 0, done.stderr

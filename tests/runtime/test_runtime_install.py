@@ -120,6 +120,7 @@ def test_prefer_mlx_from_the_environment(monkeypatch):
         assert runtime.options() == {"target": "cpu", "prefer_mlx": True, "devices": 1}
 
 
+@pytest.mark.processes
 def test_target_from_the_environment(python):
     code = "import torchdevice; print(torchdevice.install(), torchdevice.target())"
     assert python("-c", code, env={"TORCHDEVICE_TARGET": "cpu"}).stdout.split() == ["cpu", "cpu"]
@@ -128,11 +129,13 @@ def test_target_from_the_environment(python):
     assert "target 'mps' requested (TORCHDEVICE_TARGET=mps) but MPS is not available" in failed.stderr
 
 
+@pytest.mark.processes
 def test_importing_torchdevice_imports_neither_torch_nor_yaml(python):
     code = "import sys, torchdevice; print(sorted(m for m in ('torch', 'yaml', 'libcst') if m in sys.modules))"
     assert python("-c", code).stdout.strip() == "[]"
 
 
+@pytest.mark.processes
 def test_installing_on_a_complete_target_imports_no_mlx(python):
     # The CPU runs every op: nothing falls back, so neither MLX nor the 500 MLX shims are loaded.
     code = ("import sys, torchdevice; torchdevice.install('cpu'); "

@@ -246,6 +246,7 @@ def test_uninstall_leaves_tensors_as_torch_sees_them():
 
 @pytest.mark.filterwarnings("error")  # no "pin_memory ... no accelerator" warning: the accelerator is emulated
 @pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.processes
 def test_dataloader_pins_its_batches(on_cpu, workers):
     from torch.utils.data import DataLoader, TensorDataset
 

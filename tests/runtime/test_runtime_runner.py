@@ -100,6 +100,8 @@ def test_a_directory_without_main(command, tmp_path):
 
 INTERRUPTED = """\
 import atexit, os, signal
+
+pytestmark = pytest.mark.processes
 atexit.register(print, "cleaned up", flush=True)
 
 def train():

@@ -67,6 +67,7 @@ print(torch.compile(lambda a: torch.ones(3) + a, fullgraph=True, backend="eager"
 """
 
 
+@pytest.mark.processes
 def test_compile_when_dynamo_is_first_imported_while_installed(python):
     # A fresh interpreter: torch._dynamo must not be imported before the runtime is installed.
     done = python("-c", COMPILE_AFTER_LATE_DYNAMO_IMPORT)

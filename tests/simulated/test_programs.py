@@ -13,6 +13,8 @@ import pytest
 import torch
 from dist_jobs import free_port, run
 
+pytestmark = pytest.mark.processes
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 PROGRAMS = HERE / "programs"

@@ -24,6 +24,7 @@ def python(code: str, *, path: str | None = None, env: dict[str, str] | None = N
                           text=True, timeout=300)
 
 
+@pytest.mark.processes
 def test_plain_python_is_unaffected():
     done = python("""
         import torchdevice, torch
@@ -36,6 +37,7 @@ def test_plain_python_is_unaffected():
     assert done.stdout.split() == ["flash_attn", "xformers", "apex"], done.stderr
 
 
+@pytest.mark.processes
 def test_an_installed_package_is_never_shadowed(tmp_path):
     (tmp_path / "flash_attn").mkdir()
     (tmp_path / "flash_attn" / "__init__.py").write_text("REAL = True\n")
@@ -52,6 +54,7 @@ def test_an_installed_package_is_never_shadowed(tmp_path):
     assert child.stdout.split() == ["True", "True"], child.stderr
 
 
+@pytest.mark.processes
 def test_uninstall_takes_the_finder_away_and_leaves_imported_modules():
     done = python("""
         import sys, torchdevice

@@ -40,6 +40,7 @@ def close(actual: torch.Tensor, expected: torch.Tensor, tol: float) -> None:
     torch.testing.assert_close(actual.double(), expected.double(), rtol=tol, atol=tol)
 
 
+@pytest.mark.processes
 def test_flash_attn_program_and_its_spawn_worker(tmp_path):
     out = tmp_path / "out.pt"
     done = ran(run("torchdevice", "flash_llm.py", str(out)))
@@ -58,6 +59,7 @@ def test_flash_attn_program_and_its_spawn_worker(tmp_path):
     assert plain.returncode != 0 and "No module named 'flash_attn'" in plain.stderr
 
 
+@pytest.mark.processes
 def test_xformers_program(tmp_path):
     out = tmp_path / "out.pt"
     ran(run("torchdevice", "xformers_diffusion.py", str(out)))
@@ -71,6 +73,7 @@ def test_xformers_program(tmp_path):
 
 
 @pytest.mark.filterwarnings("ignore:Mismatch dtype between input and weight")  # torch's RMSNorm under autocast
+@pytest.mark.processes
 def test_apex_program_trains_like_plain_torch(tmp_path):
     out = tmp_path / "out.pt"
     ran(run("torchdevice", "apex_train.py", str(out)))
@@ -119,6 +122,7 @@ def test_amp_skips_the_step_after_an_overflow():
         torch.testing.assert_close(weight.detach(), torch.full((3,), 0.9))  # unscaled gradient 1, lr 0.1
 
 
+@pytest.mark.processes
 def test_sdpa_backend_pins_run_on_the_target(tmp_path):
     out = tmp_path / "out.pt"
     done = ran(run("torchdevice", "sdpa_backends.py", str(out)))
@@ -135,6 +139,7 @@ def test_sdpa_backend_pins_run_on_the_target(tmp_path):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("timm") is None, reason="timm is not installed")
+@pytest.mark.processes
 def test_timm_fast_norm_takes_the_apex_path_and_it_works(tmp_path):
     out = tmp_path / "out.pt"
     done = ran(run("torchdevice", "timm_fast_norm.py", str(out)))

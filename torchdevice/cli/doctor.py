@@ -59,7 +59,7 @@ def facts() -> dict[str, Any]:
         "passthrough": target == "cuda",
         "wrapped_entry_points": len(device_wrappers.WRAPPERS),
         "torch_cuda_entries": dict(sorted(policies.items())),
-        "fallback": None if target is None else _fallback(kind, fallback_table),
+        "fallback": None if kind is None else _fallback(kind, fallback_table),
         "float64": None if kind != "mps" else
         "float64 and complex128 tensors on the device are kept by the host (MPS has none)",
         "standins": _standins(),

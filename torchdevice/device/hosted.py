@@ -99,6 +99,7 @@ class HostedTensor(HostBacked):
     host: torch.Tensor
     shown: torch.device
     """The device it says it is on (``mps:0``)."""
+    hosting: Hosting
 
     @staticmethod
     def __new__(cls, host: torch.Tensor, hosting: Hosting, requires_grad: bool = False) -> HostedTensor:

@@ -64,9 +64,9 @@ def versions() -> dict[str, str]:
     """The versions a capability file is keyed by."""
     import torch
 
-    import torchdevice
+    from torchdevice.version import __version__
 
-    return {"torch": torch.__version__, "torchdevice": torchdevice.__version__}
+    return {"torch": torch.__version__, "torchdevice": __version__}
 
 
 def cache_path(directory: Path | None = None) -> Path | None:

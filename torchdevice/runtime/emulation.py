@@ -655,5 +655,5 @@ def _own_function(name: str, built: Any) -> Any:
     own = types.FunctionType(function.__code__, function.__globals__, function.__name__, function.__defaults__,
                              function.__closure__)
     own.__kwdefaults__ = function.__kwdefaults__
-    own = functools.update_wrapper(own, function, updated=())
+    functools.update_wrapper(own, function, updated=())
     return types.MethodType(own, built.__self__) if isinstance(built, types.MethodType) else own

@@ -1,0 +1,48 @@
+"""The suite's tiers: a test that starts a process (a subprocess, a ``multiprocessing`` child, a torchrun or
+``mp.spawn`` rank) is marked ``processes``; ``make test-fast`` leaves those out. A test that starts one unmarked
+fails, naming the marker, so the fast tier stays free of them as tests are added."""
+
+from __future__ import annotations
+
+import multiprocessing.process
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+MARKER = "processes"
+
+
+class _Starts:
+    """Counts the processes started in this worker while a test's body runs."""
+
+    count = 0
+
+
+def _counting(original):  # type: ignore[no-untyped-def]
+    def start(*args, **kwargs):  # type: ignore[no-untyped-def]
+        _Starts.count += 1
+        return original(*args, **kwargs)
+
+    return start
+
+
+subprocess.Popen._execute_child = _counting(subprocess.Popen._execute_child)  # type: ignore[attr-defined]
+multiprocessing.process.BaseProcess.start = _counting(multiprocessing.process.BaseProcess.start)  # type: ignore[method-assign]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    before = _Starts.count
+    result = yield
+    if _Starts.count > before and item.get_closest_marker(MARKER) is None:
+        pytest.fail(f"{item.nodeid} starts a process: mark it @pytest.mark.{MARKER} (make test-fast leaves such tests "
+                    "out)", pytrace=False)
+    return result
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A slow test is a multi-process run: it is marked ``processes`` too."""
+    for item in items:
+        if item.get_closest_marker("slow") is not None:
+            item.add_marker(MARKER)
