@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from corpus import sources
 
-from torchdevice.rewrite.outline import split_lines
 from torchdevice.rewrite.ruleset import default
 from torchdevice.rewrite.source import rewrite_source
+from torchdevice.source.parsing import split_lines
 
 HERE = Path(__file__).resolve().parent
 GOLDEN = HERE / "corpus-reports"

@@ -16,7 +16,7 @@ from torchdevice_generated.rewrite_rules import RULES
 from codegen import schema
 from codegen.load import CATALOG_DIR, load, load_list
 from codegen.schema import CatalogError
-from torchdevice.rewrite.rule import CHECKS, Kind, RewriteRule
+from torchdevice.records.rewrite import CHECKS, Kind, RewriteRule
 from torchdevice.rewrite.rules import RULES as CLASSES
 from torchdevice.rewrite.ruleset import RuleSet, default
 from torchdevice.rewrite.source import rewrite_source

@@ -1,8 +1,9 @@
-"""Read one module (Python's ``ast`` through the rewriter's parser; nothing imported or executed) and say
-what will not run on the target and what will run differently there.
+"""Read one module (Python's ``ast``; nothing imported or executed) and say what will not run on the target
+and what will run differently there.
 
 Names are resolved through the module's imports and aliases (``import torch.nn.functional as F``,
-``from torch import cuda``), in the order Python binds them. A construct is *guarded* when the code has a
+``from torch import cuda``), in the order Python binds them, by the rewriter's resolver
+(``torchdevice.source.names``). A construct is *guarded* when the code has a
 way around it: inside the body of a ``try`` whose handlers catch its failure (``ImportError``,
 ``Exception``, a bare ``except``...), or under an ``if``/``else`` whose test does not mention CUDA (under the
 runtime, ``torch.cuda.is_available()`` and ``device == "cuda"`` are true, so they guard nothing).
@@ -20,7 +21,9 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from torchdevice.check import knowledge
-from torchdevice.rewrite.outline import parse_ast
+from torchdevice.records.check import MissingCall
+from torchdevice.source.names import ImportMap, dotted
+from torchdevice.source.parsing import parse_ast, split_lines
 
 Severity = Literal["blocker", "warning", "info"]
 SEVERITIES: tuple[Severity, ...] = ("blocker", "warning", "info")
@@ -62,7 +65,7 @@ class _Checker(ast.NodeVisitor):
         self.path, self.target, self.source = path, target, source
         self.lines: list[str] | None = None
         self.device = "mps" if target == "mps-sim" else target
-        self.aliases: dict[str, str] = {}
+        self.imports = ImportMap()
         self.guards: list[tuple[str, frozenset[str]]] = []
         """Enclosing guards, innermost last: ``("try", names caught)``, ``("if", ...)`` or ``("none", ...)``."""
         self.findings: list[Finding] = []
@@ -113,25 +116,15 @@ class _Checker(ast.NodeVisitor):
     # -- imports -----------------------------------------------------------------------------------
 
     def visit_Import(self, node: ast.Import) -> None:
+        self.imports.add_ast(node)
         for alias in node.names:
-            if alias.asname is not None:
-                self.aliases[alias.asname] = alias.name
-            else:
-                top = alias.name.split(".")[0]
-                self.aliases[top] = top
             self.imported(node, alias.name)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
-        if node.level or node.module is None:
-            return
-        module, reported = node.module, False
-        for alias in node.names:
-            if alias.name == "*":
-                self.imported(node, module)
-                return
-            self.aliases[alias.asname or alias.name] = f"{module}.{alias.name}"
-            if knowledge.package(f"{module}.{alias.name}") != knowledge.package(module):  # from apex import amp
-                self.imported(node, f"{module}.{alias.name}")
+        module, reported = node.module or "", False
+        for _, qualified in self.imports.add_ast(node):  # a star import: the module itself
+            if knowledge.package(qualified) != knowledge.package(module):  # from apex import amp
+                self.imported(node, qualified)
             elif not reported:
                 reported = self.imported(node, module)
 
@@ -155,24 +148,16 @@ class _Checker(ast.NodeVisitor):
     # -- names -------------------------------------------------------------------------------------
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        name = self.qualified(node)
+        name = self.imports.resolve_ast(node)
         if name is None:
             self.visit(node.value)
         else:
             self.named(node, name)
 
     def visit_Name(self, node: ast.Name) -> None:
-        if node.id in self.aliases:
-            self.named(node, self.aliases[node.id])
-
-    def qualified(self, node: ast.expr) -> str | None:
-        dotted = _dotted(node)
-        if dotted is None:
-            return None
-        first, _, rest = dotted.partition(".")
-        if first not in self.aliases:
-            return None
-        return f"{self.aliases[first]}.{rest}" if rest else self.aliases[first]
+        name = self.imports.resolve_ast(node)
+        if name is not None:
+            self.named(node, name)
 
     def named(self, node: ast.AST, name: str) -> None:
         if name.startswith(("torch.cuda.", "torch.backends.cuda.")):
@@ -194,7 +179,7 @@ class _Checker(ast.NodeVisitor):
         if name == "torch.utils.cpp_extension.CUDAExtension":
             self.extension(node, name, "builds a CUDA extension: nvcc and a CUDA toolkit are needed")
 
-    def missing_call(self, node: ast.AST, call: knowledge.MissingCall, receiver: str = "") -> None:
+    def missing_call(self, node: ast.AST, call: MissingCall, receiver: str = "") -> None:
         route = "MLX (else the CPU)" if call.mlx else "the CPU"
         ops = ", ".join(f"aten::{op}" for op in call.ops)
         when = "" if call.always else " for some arguments"
@@ -217,7 +202,7 @@ class _Checker(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         self.generic_visit(node)
         func = node.func
-        name = self.qualified(func)
+        name = self.imports.resolve_ast(func)
         if name in EXTENSION_LOADS and _builds_cuda(node):
             self.extension(node, name, "compiles CUDA sources (.cu, cuda_sources=): nvcc and a CUDA toolkit are needed")
         if not isinstance(func, ast.Attribute) or (name is not None and name.startswith("torch")):
@@ -244,20 +229,10 @@ class _Checker(ast.NodeVisitor):
     def add(self, node: ast.AST, name: str, severity: Severity, kind: str, message: str, todo: str = "") -> None:
         line, offset = node.lineno, node.col_offset  # type: ignore[attr-defined]
         if self.lines is None:
-            self.lines = self.source.splitlines()
+            self.lines = split_lines(self.source)
         text = self.lines[line - 1] if line <= len(self.lines) else ""
         column = len(text.encode()[:offset].decode(errors="replace")) + 1  # ast counts UTF-8 bytes
         self.findings.append(Finding(self.path, line, column, name, severity, kind, message, todo))
-
-
-def _dotted(node: ast.expr) -> str | None:
-    """``a.b.c`` of a chain of names, else None."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        value = _dotted(node.value)
-        return f"{value}.{node.attr}" if value is not None else None
-    return None
 
 
 def _about_cuda_or_main(test: ast.expr) -> bool:
@@ -281,9 +256,9 @@ def _caught(node: ast.Try) -> set[str]:
         if handler.type is None:
             return set()
         for item in handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]:
-            dotted = _dotted(item)
-            if dotted is not None:
-                names.add(dotted.rpartition(".")[2])
+            name = dotted(item)
+            if name is not None:
+                names.add(name.rpartition(".")[2])
     return names or {"?"}
 
 

@@ -7,6 +7,8 @@ import functools
 import re
 from dataclasses import dataclass
 
+from torchdevice.records.check import MissingCall
+
 TARGETS = ("mps", "cpu", "mps-sim")
 """``mps-sim``: the simulated MPS target (the CPU with MPS's missing kernels), which lacks what MPS lacks."""
 
@@ -28,19 +30,6 @@ class CudaEntry:
     """``emulate`` or ``unsupported`` (entries not in the table pass through unchanged)."""
     does: str
     why: str
-
-
-@dataclass(frozen=True)
-class MissingCall:
-    """A public entry that reaches aten ops MPS has no kernel for (``codegen/plan/check.py`` finds them)."""
-
-    name: str
-    ops: tuple[str, ...]
-    """The aten ops it reaches that have no MPS kernel."""
-    always: bool
-    """Every op it reaches is missing: each call falls back, not only some."""
-    mlx: bool
-    """Every missing op has a verified MLX route."""
 
 
 @functools.cache

@@ -1,4 +1,4 @@
-"""Check files: found and read as ``torchdevice rewrite`` finds and reads them, in its pool of processes."""
+"""Check files: found, read and spread over worker processes as ``torchdevice rewrite`` does (``source``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 from torchdevice.check import knowledge
 from torchdevice.check.analyze import Finding, check_source
-from torchdevice.rewrite import files
-from torchdevice.rewrite.jobs import parallel
+from torchdevice.source import files
+from torchdevice.source.pool import parallel
 
 
 @dataclass(frozen=True)

@@ -46,8 +46,8 @@ def run(args: argparse.Namespace) -> int:
 
     from torchdevice.check import output
     from torchdevice.check.scan import check_files
-    from torchdevice.rewrite import config
-    from torchdevice.rewrite.files import discover
+    from torchdevice.source import config
+    from torchdevice.source.files import discover
 
     start = time.perf_counter()
     missing = [p for p in args.paths if not os.path.exists(p)]

@@ -12,12 +12,12 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
+from torchdevice.records.rewrite import RewriteRule
 from torchdevice.rewrite.facts import Facts
 from torchdevice.rewrite.facts.devices import Holder
-from torchdevice.rewrite.facts.names import ImportMap, root_name
+from torchdevice.rewrite.facts.names import CstImportMap, root_name
 from torchdevice.rewrite.forms import Forms
 from torchdevice.rewrite.outline import Scope, Unit, scopes_within
-from torchdevice.rewrite.rule import RewriteRule
 from torchdevice.rewrite.ruleset import RuleSet, ValueRule
 from torchdevice.rewrite.selection import Selection, suppressed
 from torchdevice.rewrite.syntax import code, ends_block, held_name
@@ -76,20 +76,20 @@ _BINDS: dict[type[cst.CSTNode], str] = {
 class _Chains(cst.CSTVisitor):
     """The longest names and attribute chains of an expression that resolve to a qualified name."""
 
-    def __init__(self, imports: ImportMap) -> None:
+    def __init__(self, imports: CstImportMap) -> None:
         super().__init__()
         self.imports = imports
         self.found: list[tuple[cst.BaseExpression, str]] = []
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
-        qualified = self.imports.resolve(node)
+        qualified = self.imports.resolve_cst(node)
         if qualified is not None:
             self.found.append((node, qualified))
             return False
         return True
 
     def visit_Name(self, node: cst.Name) -> None:
-        qualified = self.imports.resolve(node)
+        qualified = self.imports.resolve_cst(node)
         if qualified is not None:
             self.found.append((node, qualified))
 
@@ -106,7 +106,7 @@ class Rewrite:
                  suppressions: dict[int, frozenset[str] | None]) -> None:
         self.rules, self.facts, self.forms = rules, facts, forms
         self.selection, self.suppressions = selection, suppressions
-        self.imports: ImportMap = facts.imports
+        self.imports: CstImportMap = facts.imports
         self.notes: list[Note] = []
         self.sites: Counter[str] = Counter()
         """Code -> how many sites were rewritten."""
@@ -249,13 +249,13 @@ class Rewrite:
     def counts(self, node: cst.BaseExpression) -> bool:
         """Is ``node`` a call counting the accelerators (``torch.cuda.device_count()``)?"""
         return isinstance(node, cst.Call) and not node.args and \
-            (self.imports.resolve(node.func) or "") in self.facts.guards.counts
+            (self.imports.resolve_cst(node.func) or "") in self.facts.guards.counts
 
     def available_calls(self, test: cst.BaseExpression, counts: bool = False) -> list[cst.Call]:
         """The CUDA availability checks in ``test`` (and, with ``counts``, the counts of accelerators)."""
         wanted = {self.rules.available.match} | (self.facts.guards.counts if counts else set())
         return [c for c in m.findall(test, m.Call()) if isinstance(c, cst.Call)
-                and self.imports.resolve(c.func) in wanted]
+                and self.imports.resolve_cst(c.func) in wanted]
 
     def group_left(self, group: str) -> str | None:
         """Why the rules of ``group`` stay in this module (a member that cannot be rewritten, or is off)."""

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchdevice.records.rewrite import RewriteRule
 from torchdevice.rewrite.arguments import comma, convert, keyword_arg, with_commas
-from torchdevice.rewrite.rule import RewriteRule
 from torchdevice.rewrite.rules.base import Rule
 from torchdevice.rewrite.state import Rewrite
 
@@ -16,7 +16,7 @@ class Calls(Rule):
     kinds = ("call", "context")
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        qualified = self.rw.imports.resolve(original_node.func)
+        qualified = self.rw.imports.resolve_cst(original_node.func)
         rule = self.rules.calls.get(qualified or "") or self.rules.contexts.get(qualified or "")
         if rule is None or original_node in self.rw.marks.kept:
             return updated_node

@@ -30,7 +30,7 @@ class Checks(Rule):
             rw.check(node, "command-line", "choices that name CUDA and not the other accelerators")
         elif isinstance(func, cst.Name) and func.value == "getattr" and len(node.args) >= 2:
             name = string_value(node.args[1].value)
-            if rw.imports.resolve(node.args[0].value) == "torch" and name and self.rules.mentions(name):
+            if rw.imports.resolve_cst(node.args[0].value) == "torch" and name and self.rules.mentions(name):
                 rw.check(node, "dynamic", f"getattr(torch, {name!r})")
         elif isinstance(func, cst.Name) and func.value in ("eval", "exec"):
             if any(self.rules.mentions(string_value(a.value) or "") for a in node.args):

@@ -15,7 +15,7 @@ class Indices(Rule):
         index = self.rules.index
         if index is None or not node.args:
             return
-        qualified = self.rw.imports.resolve(node.func)
+        qualified = self.rw.imports.resolve_cst(node.func)
         method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
         first = next((a for a in node.args if a.keyword is None and not a.star), None)
         candidates = [first] if method in index.rule.methods and first is not None and first is node.args[0] else []

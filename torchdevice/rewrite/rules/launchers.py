@@ -30,7 +30,7 @@ class Launchers(Rule):
                                  "where there is no accelerator; left as is")
 
     def visit_Call(self, node: cst.Call) -> None:
-        rule = self.rules.launchers.get(self.rw.imports.resolve(node.func) or "")
+        rule = self.rules.launchers.get(self.rw.imports.resolve_cst(node.func) or "")
         if rule is None:
             return
         count = argument(node.args, rule.params.index(rule.keywords[0]), rule.keywords)
