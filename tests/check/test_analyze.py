@@ -67,6 +67,12 @@ def test_columns_count_characters_not_bytes():
     assert source.splitlines()[1][finding.column - 1:].startswith("torch.cuda.current_blas_handle")
 
 
+def test_columns_are_read_on_the_lines_python_numbers():
+    source = "import torch\n\x0c\n# \u2028 étiquette\nx = 'é'; torch.cuda.current_blas_handle()\n"  # not line breaks
+    [finding] = check_source(source, "m.py", "mps")
+    assert finding.line == 4 and finding.column == len("x = 'é'; ") + 1
+
+
 def test_a_cuda_test_guards_nothing_under_the_runtime():
     source = "import torch\nif torch.cuda.is_available():\n    import cupy\nif use_cupy:\n    import cupy\n"
     found = [(f.line, f.severity) for f in check_source(source, "m.py", "mps") if f.name == "cupy"]

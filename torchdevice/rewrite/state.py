@@ -1,5 +1,5 @@
 """What the rules of one rewrite share: the module's facts, what is known about the node being visited, the
-marks rules leave on the unit's nodes for each other, and what is reported."""
+marks rules leave on the unit's nodes for later, and what is reported."""
 
 from __future__ import annotations
 
@@ -45,21 +45,23 @@ class Note:
 
 @dataclass
 class Marks:
-    """What rules learn top-down about the original nodes of one unit, for the rules rewriting them bottom-up.
+    """What rules leave on the original nodes of one unit for later: learnt on the way down, for the way up
+    or for the nodes below; ``guarded_lines`` on the way up, for the statement around.
 
-    Keyed by the nodes themselves (libcst nodes hash by identity, and a key keeps its node alive); a new
-    ``Marks`` per unit.
+    Each rule names the marks it reads and writes (``Rule.reads``, ``Rule.writes``), and runs after every
+    rule that writes what it reads. Keyed by the nodes themselves (libcst nodes hash by identity, and a key
+    keeps its node alive); a new ``Marks`` per unit.
     """
 
     expected: dict[cst.CSTNode, Expected] = field(default_factory=dict)
     """Where a device or backend value is expected (the first mark wins)."""
-    kept: set[cst.CSTNode] = field(default_factory=set)
+    kept_checks: set[cst.CSTNode] = field(default_factory=set)
     """CUDA checks left as they are (a CUDA-only branch needs them, a requirement)."""
-    ours: set[cst.CSTNode] = field(default_factory=set)
-    """Nodes that are part of a rewrite already decided (no report of their own)."""
-    launches: dict[cst.CSTNode, RewriteRule] = field(default_factory=dict)
+    rewritten_tests: set[cst.CSTNode] = field(default_factory=set)
+    """Tests against ``"cuda"`` that are part of a rewrite, written now or by an earlier run (not reported)."""
+    launch_counts: dict[cst.CSTNode, RewriteRule] = field(default_factory=dict)
     """Counts of accelerators a launcher starts that many processes of."""
-    indices: dict[cst.CSTNode, RewriteRule] = field(default_factory=dict)
+    device_indices: dict[cst.CSTNode, RewriteRule] = field(default_factory=dict)
     """Integer device indices where a device is expected."""
     guarded_lines: set[cst.CSTNode] = field(default_factory=set)
     """Statement lines to put under ``if <accelerator available>:``."""

@@ -14,11 +14,13 @@ from torchdevice.rewrite.state import Rewrite
 
 class Calls(Rule):
     kinds = ("call", "context")
+    reads = ("kept_checks", "expected")
+    writes = ("guarded_lines",)
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         qualified = self.rw.imports.resolve_cst(original_node.func)
         rule = self.rules.calls.get(qualified or "") or self.rules.contexts.get(qualified or "")
-        if rule is None or original_node in self.rw.marks.kept:
+        if rule is None or original_node in self.rw.marks.kept_checks:
             return updated_node
         if rule.kind == "context":
             return self._context(rule, original_node, updated_node)

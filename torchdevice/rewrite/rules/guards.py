@@ -13,6 +13,9 @@ from torchdevice.rewrite.syntax import code
 
 
 class Guards(Rule):
+    reads = ("guarded_lines",)
+    writes = ("guarded_lines",)
+
     def __init__(self, rw: Rewrite) -> None:
         super().__init__(rw)
         self.receivers: dict[str, RewriteRule] = {}

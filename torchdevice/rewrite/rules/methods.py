@@ -14,6 +14,7 @@ _STRINGS = (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString, cst.B
 
 class Methods(Rule):
     kinds = ("method",)
+    writes = ("expected",)
 
     def _rule(self, node: cst.Call) -> RewriteRule | None:
         func = node.func

@@ -25,6 +25,8 @@ from torchdevice.rewrite.syntax import argument, code, held_name, option_name, s
 
 class Values(Rule):
     kinds = ("device", "backend")
+    reads = ("expected",)
+    writes = ("expected", "rewritten_tests")
 
     # --- where values are expected (top-down) --------------------------------------------------------
 
@@ -53,7 +55,7 @@ class Values(Rule):
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         if device_type_of(node, self.rules.device.rule) is not None:
-            self.rw.marks.ours.add(node.test)
+            self.rw.marks.rewritten_tests.add(node.test)
         else:
             self._propagate(node, node.body, node.orelse)
 
