@@ -70,9 +70,9 @@ def check(tree: Path, jobs: int, mode: str = "--check") -> dict:
 
 def tutorials() -> dict:
     """Sites rewritten and lines added over the tutorial-style programs, in this process."""
-    from torchdevice.rewrite.outline import split_lines
     from torchdevice.rewrite.ruleset import default
     from torchdevice.rewrite.source import rewrite_source
+    from torchdevice.source.parsing import split_lines
 
     files = sorted(p for folder in TUTORIALS for p in folder.glob("*.py"))
     sites = added = 0

@@ -40,7 +40,7 @@ from codegen.overlays.standins import StandinRule
 from codegen.schema import CatalogError
 from codegen.signatures import parse
 from torchdevice.records import BACKENDS, aten_entry, aten_op, is_aten_entry
-from torchdevice.rewrite.rule import RewriteRule
+from torchdevice.records.rewrite import RewriteRule
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOG_DIR = ROOT / "catalog"

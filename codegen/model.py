@@ -18,7 +18,7 @@ from codegen.overlays.packages import PackageRule
 from codegen.overlays.standins import StandinRule
 from codegen.signatures import Signature
 from torchdevice.records import ATEN_NAMESPACE
-from torchdevice.rewrite.rule import RewriteRule
+from torchdevice.records.rewrite import RewriteRule
 
 Kind = Literal["function", "builtin", "class", "method", "property", "attribute", "op_overload"]
 KernelStatus = Literal["native", "composite", "implicit", "missing", "none"]

@@ -1,6 +1,6 @@
 """The records of the hand-edited catalog data, one module per overlay file (``catalog/overlays/<stem>.yaml``).
 
 ``cuda``, ``devices`` and ``mlx`` map torch names to records; ``rewrite`` is a list of records, whose
-class, ``torchdevice.rewrite.rule.RewriteRule``, lives in the runtime package that builds them from
-the generated rules table.
+class, ``torchdevice.records.rewrite.RewriteRule``, is among the records torchdevice shares with codegen:
+``torchdevice.rewrite`` builds them from the generated rules table.
 """

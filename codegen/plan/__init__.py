@@ -29,7 +29,7 @@ from codegen.plan.samples import Sample
 from codegen.plan.standins import Standins
 from codegen.plan.wrappers import Wrapper, wrapper_of
 from torchdevice.records import CatalogRow, MlxUse, aten_op
-from torchdevice.rewrite.rule import RewriteRule
+from torchdevice.records.rewrite import RewriteRule
 
 __all__ = ["Plan", "PlanError", "plan"]
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 from codegen.model import Catalog
 from codegen.plan.fallback import FallbackTable
-from torchdevice.check.knowledge import MissingCall
 from torchdevice.records import aten_key, is_aten_entry
+from torchdevice.records.check import MissingCall
 
 PYTHON_KINDS = ("function", "builtin", "method")
 

@@ -1,5 +1,6 @@
 """``torchdevice check``'s reading of one module: findings at the lines the fixtures mark (``# expect: SEVERITY
-NAME``), none blocking in guarded code, names resolved through imports and aliases, and per target."""
+NAME``), none blocking in guarded code, names resolved through imports and aliases, and per target; every
+module that builds CUDA code is found, text prefilter included."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from torchdevice.check.analyze import check_source
+from torchdevice.check.analyze import CUDA_EXTENSION, EXTENSION_BUILDERS, EXTENSION_WORDS, check_source
+from torchdevice.check.scan import check_files
+from torchdevice.source.files import Found
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 EXPECT = re.compile(r"# expect: (\w+) (\S+)")
@@ -32,6 +35,20 @@ def test_findings_are_at_the_marked_lines(name):
         assert f.column >= 1 and line[f.column - 1:].strip(), f  # the column points into the line
         if f.severity == "blocker":
             assert f.todo and f.message, f
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (FIXTURES / "builds").glob("*.py")))
+@pytest.mark.parametrize("target", ["mps", "cpu"])
+def test_every_module_building_cuda_code_is_found_where_it_builds(name, target):
+    path = FIXTURES / "builds" / name
+    [report] = check_files([Found(path)], target, jobs=1, max_bytes=None)  # read as the command reads it
+    found = {(f.line, f.severity, f.name) for f in report.findings if f.kind == "extension"}
+    assert found == expected(path)
+    assert {f.severity for f in report.findings} & {"blocker", "warning"}
+
+
+def test_the_prefilter_has_a_word_of_each_extension_builder():
+    assert [n for n in (CUDA_EXTENSION, *EXTENSION_BUILDERS) if not set(n.split(".")) & EXTENSION_WORDS] == []
 
 
 def test_guarded_code_has_no_blocker():
@@ -65,6 +82,12 @@ def test_columns_count_characters_not_bytes():
     source = "import torch\nétiquette = 'é'; torch.cuda.current_blas_handle()\n"
     [finding] = check_source(source, "m.py", "mps")
     assert source.splitlines()[1][finding.column - 1:].startswith("torch.cuda.current_blas_handle")
+
+
+def test_columns_are_read_on_the_lines_python_numbers():
+    source = "import torch\n\x0c\n# \u2028 étiquette\nx = 'é'; torch.cuda.current_blas_handle()\n"  # not line breaks
+    [finding] = check_source(source, "m.py", "mps")
+    assert finding.line == 4 and finding.column == len("x = 'é'; ") + 1
 
 
 def test_a_cuda_test_guards_nothing_under_the_runtime():

@@ -9,7 +9,7 @@ import pytest
 from corpus import sources
 
 from torchdevice.check.scan import check_files
-from torchdevice.rewrite.files import discover
+from torchdevice.source.files import discover
 
 PROJECTS = Path(__file__).resolve().parent / "projects"
 

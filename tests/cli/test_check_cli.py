@@ -64,3 +64,58 @@ def test_project_configuration_excludes_files_and_a_broken_file_is_reported(tmp_
     assert done.returncode == 1
     assert done.stderr.splitlines() == [f"error: {tmp_path / 'broken.py'}:2: syntax error: invalid syntax"]
     assert done.stdout.splitlines()[-1].endswith("1 unreadable, 0 skipped")
+
+
+SETUP = """\
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+
+setup(
+    name="fused_ops",
+    ext_modules=[CUDAExtension("fused_ops", ["fused_ops.cpp", "fused_kernel.cu"])],
+    cmdclass={"build_ext": BuildExtension},
+)
+"""
+
+
+def _flagged(done: subprocess.CompletedProcess[str]) -> set[tuple[str, int, str, str]]:
+    found = (LINE.match(line) for line in done.stdout.splitlines())
+    return {(Path(m["path"]).name, int(m["line"]), m["severity"], m["name"]) for m in found if m}
+
+
+def test_every_module_that_builds_cuda_code_blocks_at_its_line(tmp_path):
+    (tmp_path / "setup.py").write_text(SETUP)  # no other word of CUDA in it
+    (tmp_path / "kernels.py").write_text('from torch.utils.cpp_extension import load\n\n'
+                                         'ops = load("ops", sources=["ops.cpp", "ops_kernel.cu"])\n')
+    (tmp_path / "inline.py").write_text("import torch.utils.cpp_extension as ext\n\n"
+                                        'ops = ext.load_inline("ops", cpp_sources=CPP, cuda_sources=KERNEL)\n')
+    (tmp_path / "cpu.py").write_text('from torch.utils.cpp_extension import load\n\nops = load("ops", ["ops.cpp"])\n')
+    done = check(tmp_path)
+    assert done.returncode == 1, done.stderr
+    assert _flagged(done) == {
+        ("setup.py", 6, "blocker", "torch.utils.cpp_extension.CUDAExtension"),
+        ("kernels.py", 3, "blocker", "torch.utils.cpp_extension.load"),
+        ("inline.py", 3, "blocker", "torch.utils.cpp_extension.load_inline"),
+    }
+    assert "  CUDA extension builds: torch.utils.cpp_extension.CUDAExtension x1: " in done.stdout
+    assert done.stdout.splitlines()[-1].endswith(": 3 blockers, 0 warnings, 0 info; 0 unreadable, 0 skipped")
+
+
+def test_a_guarded_build_is_a_warning_and_blocks_nothing(tmp_path):
+    (tmp_path / "kernels.py").write_text(
+        "try:\n    from torch.utils.cpp_extension import load\n\n    ops = load('ops', sources=['ops.cu'])\n"
+        "except (ImportError, RuntimeError):\n    ops = None\n")
+    done = check(tmp_path, "--json")
+    assert done.returncode == 0, done.stderr
+    [finding] = json.loads(done.stdout)["findings"]
+    assert (finding["line"], finding["severity"], finding["kind"]) == (4, "warning", "extension")
+
+
+def test_the_build_fixtures_are_flagged_where_they_say():
+    builds = FIXTURES / "builds"
+    done = check(builds, "--jobs", "2")
+    assert done.returncode == 1, done.stderr
+    marked = {(path.name, n, *m.groups()) for path in builds.glob("*.py")
+              for n, line in enumerate(path.read_text().splitlines(), 1)
+              for m in re.finditer(r"# expect: (\w+) (\S+)", line)}
+    assert _flagged(done) == marked

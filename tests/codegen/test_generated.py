@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import shutil
 import signal
 import subprocess
@@ -55,9 +56,24 @@ def test_every_generated_file_is_marked_generated(rendered):
 
 @pytest.mark.processes
 def test_shared_records_need_neither_torch_nor_codegen():
-    code = "import sys, torchdevice.records; print(sorted(m for m in ('torch', 'codegen') if m in sys.modules))"
+    code = ("import sys, torchdevice.records, torchdevice.records.rewrite, torchdevice.records.check; "
+            "print(sorted(m for m in ('torch', 'codegen', 'libcst') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_codegen_imports_of_torchdevice_only_the_shared_records():
+    imported = set()
+    for path in sorted((ROOT / "codegen").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported |= {(path.name, a.name) for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                imported |= {(path.name, f"{node.module}.{a.name}") for a in node.names}
+    ours = {(file, name) for file, name in imported if name.split(".")[0] == "torchdevice"}
+    assert ours, "codegen writes the tables from the shared records"
+    shared = ("torchdevice.records.", "torchdevice.atomic")
+    assert sorted((file, name) for file, name in ours if not name.startswith(shared)) == []
 
 
 def test_catalog_rows_read_back_as_written(planned):

@@ -10,15 +10,14 @@ import os
 from pathlib import Path
 
 import pytest
-from corpus import sources
+from corpus import PACKAGES, sources
 
-from torchdevice.rewrite.outline import split_lines
 from torchdevice.rewrite.ruleset import default
 from torchdevice.rewrite.source import rewrite_source
+from torchdevice.source.parsing import split_lines
 
 HERE = Path(__file__).resolve().parent
 GOLDEN = HERE / "corpus-reports"
-PACKAGES = ("transformers==5.23.0", "timm==1.0.31", "accelerate==1.15.0", "diffusers==0.42.1")
 SAMPLE = 30
 """Files per package: the ones that mention CUDA most."""
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from torchdevice.rewrite import files
-from torchdevice.rewrite.files import Found
 from torchdevice.rewrite.jobs import Options, rewrite_files
 from torchdevice.rewrite.ruleset import default
 from torchdevice.rewrite.source import SourceError, rewrite_source
+from torchdevice.source import files
+from torchdevice.source.files import Found
 
 CUDA = "import torch\n\nx = torch.ones(1).cuda()\ny = torch.zeros(1).cuda()\n"
 

@@ -1,5 +1,6 @@
 """The rewrite rules agree with the catalog and the installed torch: what they call exists and accepts the
-arguments they write; each rule checks itself and bad records are reported with file and line."""
+arguments they write; each rule checks itself and bad records are reported with file and line; the rule
+modules run in an order that lets each read the marks the others leave."""
 
 from __future__ import annotations
 
@@ -16,10 +17,11 @@ from torchdevice_generated.rewrite_rules import RULES
 from codegen import schema
 from codegen.load import CATALOG_DIR, load, load_list
 from codegen.schema import CatalogError
-from torchdevice.rewrite.rule import CHECKS, Kind, RewriteRule
+from torchdevice.records.rewrite import CHECKS, Kind, RewriteRule
 from torchdevice.rewrite.rules import RULES as CLASSES
 from torchdevice.rewrite.ruleset import RuleSet, default
 from torchdevice.rewrite.source import rewrite_source
+from torchdevice.rewrite.state import Marks, Rewrite
 
 OVERLAY = CATALOG_DIR / "overlays" / "rewrite.yaml"
 
@@ -228,3 +230,69 @@ def test_every_kind_of_rule_is_applied_by_one_rule_module():
     assert len(claimed) == len(set(claimed))
     wanted = (set(get_args(Kind)) - {"check"}) | set(CHECKS) - {"no-torch"}  # no-torch: wherever torch is named
     assert set(claimed) == wanted
+
+
+_WRITES = ("add", "update", "setdefault")
+"""Methods of a mark (a set or a dictionary) that write it; every other use reads it."""
+
+
+def _marks_used(code: str, helpers: dict[str, tuple[set[str], set[str]]]) -> tuple[set[str], set[str], list[int]]:
+    """The marks ``code`` reads and writes (``....marks.<mark>``, and through the methods of ``Rewrite`` it calls:
+    ``helpers``, method -> marks read and written), and the lines that use ``marks`` otherwise."""
+    tree = ast.parse(textwrap.dedent(code))
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    reads: set[str] = set()
+    writes: set[str] = set()
+    opaque = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "marks":
+            use = parents[node]
+            if not isinstance(use, ast.Attribute):
+                opaque.append(node.lineno)
+                continue
+            how = parents[use]
+            written = isinstance(how, ast.Attribute) and how.attr in _WRITES or \
+                isinstance(how, ast.Subscript) and isinstance(how.ctx, (ast.Store, ast.Del))
+            (writes if written else reads).add(use.attr)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in helpers and \
+                ast.unparse(node.func.value) in ("rw", "self.rw", "self"):
+            reads |= helpers[node.func.attr][0]
+            writes |= helpers[node.func.attr][1]
+    return reads, writes, opaque
+
+
+def _helpers() -> dict[str, tuple[set[str], set[str]]]:
+    """The marks each method of ``Rewrite`` reads and writes, itself or through the others."""
+    methods = {name: inspect.getsource(f) for name, f in vars(Rewrite).items() if inspect.isfunction(f)}
+    helpers: dict[str, tuple[set[str], set[str]]] = {name: (set(), set()) for name in methods}
+    while True:
+        found = {name: _marks_used(code, helpers)[:2] for name, code in methods.items()}
+        if found == helpers:
+            return helpers
+        helpers = found
+
+
+def _order_broken(rules) -> list[str]:
+    """Where a rule reads a mark that a rule running after it writes."""
+    return [f"{r.__name__} reads {mark!r}, which {w.__name__} writes after it"
+            for i, r in enumerate(rules) for mark in r.reads for w in rules[i + 1:] if mark in w.writes]
+
+
+def test_each_rule_runs_after_every_rule_that_writes_a_mark_it_reads():
+    assert _order_broken(CLASSES) == []
+    assert _order_broken(CLASSES[::-1])  # the order matters: reversed, some rules would read marks not yet left
+    marks = {f.name for f in dataclasses.fields(Marks)}
+    read = {m for r in CLASSES for m in r.reads}
+    written = {m for r in CLASSES for m in r.writes}
+    assert read == written == marks  # every mark is left by some rule for some rule
+
+
+def test_each_rule_declares_the_marks_its_code_reads_and_writes():
+    helpers = _helpers()
+    assert helpers["expect"][1] == {"expected"} and helpers["guard"][1] == {"guarded_lines"}
+    for rule in CLASSES:
+        reads, writes, opaque = _marks_used(inspect.getsource(rule), helpers)
+        assert opaque == [], f"{rule.__name__}: marks used other than as marks.<mark> (lines {opaque})"
+        assert (set(rule.reads), set(rule.writes)) == (reads, writes), rule.__name__
+        module = _marks_used(inspect.getsource(inspect.getmodule(rule)), helpers)
+        assert module[:2] == (reads, writes), f"{rule.__module__}: marks used outside {rule.__name__}"

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 CACHE = Path(__file__).resolve().parents[2] / ".bench" / "corpus"
+PACKAGES = ("transformers==5.23.0", "timm==1.0.31", "accelerate==1.15.0", "diffusers==0.42.1")
+"""Releases full of CUDA code that the rewriter and the check are tried on."""
 
 
 def sources(requirement: str) -> Path:

@@ -2,6 +2,6 @@
 
 :mod:`.knowledge` says what the runtime does with a name (from the generated tables), :mod:`.analyze`
 finds the names and constructs in one module (``ast``; nothing is imported or executed), :mod:`.scan`
-checks many files in parallel with the rewriter's file walking, reading and worker pool, and
-:mod:`.output` prints the findings like a linter, grouped at the end, or as JSON.
+checks many files in parallel, found, read and resolved as ``torchdevice rewrite`` does
+(``torchdevice.source``), and :mod:`.output` prints the findings like a linter, grouped at the end, or as JSON.
 """

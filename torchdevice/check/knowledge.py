@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass
+
+from torchdevice.records.check import MissingCall
 
 TARGETS = ("mps", "cpu", "mps-sim")
 """``mps-sim``: the simulated MPS target (the CPU with MPS's missing kernels), which lacks what MPS lacks."""
@@ -28,19 +29,6 @@ class CudaEntry:
     """``emulate`` or ``unsupported`` (entries not in the table pass through unchanged)."""
     does: str
     why: str
-
-
-@dataclass(frozen=True)
-class MissingCall:
-    """A public entry that reaches aten ops MPS has no kernel for (``codegen/plan/check.py`` finds them)."""
-
-    name: str
-    ops: tuple[str, ...]
-    """The aten ops it reaches that have no MPS kernel."""
-    always: bool
-    """Every op it reaches is missing: each call falls back, not only some."""
-    mlx: bool
-    """Every missing op has a verified MLX route."""
 
 
 @functools.cache
@@ -80,13 +68,19 @@ def cuda_entry(name: str) -> CudaEntry | None:
     return None
 
 
+@functools.cache
+def missing_on_mps() -> dict[str, tuple[tuple[str, ...], bool, bool]]:
+    """The check table's public entries that reach ops MPS has no kernel for (see ``MissingCall``)."""
+    from torchdevice_generated.check_table import MISSING_ON_MPS
+
+    return MISSING_ON_MPS
+
+
 def missing(name: str, target: str) -> MissingCall | None:
     """The public entry ``name`` when the target lacks a kernel it reaches (the CPU lacks none)."""
     if target == "cpu":
         return None
-    from torchdevice_generated.check_table import MISSING_ON_MPS
-
-    found = MISSING_ON_MPS.get(name)
+    found = missing_on_mps().get(name)
     return MissingCall(name, *found) if found is not None else None
 
 
@@ -95,18 +89,4 @@ def tensor_methods(target: str) -> frozenset[str]:
     """Names of ``torch.Tensor`` methods the target lacks kernels for (``take``, ``put_``)."""
     if target == "cpu":
         return frozenset()
-    from torchdevice_generated.check_table import MISSING_ON_MPS
-
-    return frozenset(name.rpartition(".")[2] for name in MISSING_ON_MPS if name.startswith("torch.Tensor."))
-
-
-@functools.cache
-def triggers(target: str) -> re.Pattern[bytes]:
-    """Bytes that a file with anything to say about must contain: files without them are not parsed."""
-    from torchdevice_generated.check_table import MISSING_ON_MPS
-
-    words = {"cuda", "CUDA", "nccl", *(key.split(".")[0] for key in packages())}
-    if target != "cpu":
-        words |= {name.rpartition(".")[2] for name in MISSING_ON_MPS}
-    alternatives = "|".join(sorted(map(re.escape, words), key=len, reverse=True))
-    return re.compile(rf"(?<![A-Za-z0-9_])({alternatives})(?![A-Za-z0-9])".encode())
+    return frozenset(name.rpartition(".")[2] for name in missing_on_mps() if name.startswith("torch.Tensor."))

@@ -1,4 +1,4 @@
-"""Check files: found and read as ``torchdevice rewrite`` finds and reads them, in its pool of processes."""
+"""Check files: found, read and spread over worker processes as ``torchdevice rewrite`` does (``source``)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from torchdevice.check import knowledge
-from torchdevice.check.analyze import Finding, check_source
-from torchdevice.rewrite import files
-from torchdevice.rewrite.jobs import parallel
+from torchdevice.check.analyze import Finding, check_source, may_find
+from torchdevice.source import files
+from torchdevice.source.pool import parallel
 
 
 @dataclass(frozen=True)
@@ -36,7 +35,7 @@ def check_file(task: tuple[str, str, str, int | None]) -> FileReport:
         return FileReport(path, skipped=skip)
     try:
         data, _ = files.read(Path(path), max_bytes)
-        if not knowledge.triggers(target).search(data):
+        if not may_find(data, target):
             return FileReport(path)
         source, _ = files.decode(Path(path), data)
         return FileReport(path, tuple(check_source(source, path, target)))

@@ -10,7 +10,8 @@ import sys
 EPILOG = """\
 blockers (exit status 1): imports of CUDA-only packages without a stand-in (cupy, pycuda, triton,
   tensorrt, nvidia.dali, apex beyond amp/normalization/optimizers...), CUDA extension builds
-  (CUDAExtension, cpp_extension.load of .cu sources), torch.cuda APIs the runtime refuses (CUDA graphs,
+  (CUDAExtension; CppExtension, cpp_extension.load/load_inline, setuptools' Extension given .cu sources,
+  cuda_sources=, extra_cuda_cflags= or with_cuda=True), torch.cuda APIs the runtime refuses (CUDA graphs,
   cuBLAS handles, raw pointers). The same under try/except or an `if` not about CUDA: warnings.
 warnings and info: packages with a stand-in, torch.cuda calls the runtime emulates, device strings,
   ops the target has no kernel for (they fall back to MLX or the CPU).
@@ -46,8 +47,8 @@ def run(args: argparse.Namespace) -> int:
 
     from torchdevice.check import output
     from torchdevice.check.scan import check_files
-    from torchdevice.rewrite import config
-    from torchdevice.rewrite.files import discover
+    from torchdevice.source import config
+    from torchdevice.source.files import discover
 
     start = time.perf_counter()
     missing = [p for p in args.paths if not os.path.exists(p)]

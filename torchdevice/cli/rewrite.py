@@ -68,11 +68,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import time
 
-    from torchdevice.rewrite import config, report
-    from torchdevice.rewrite.files import discover
+    from torchdevice.rewrite import report
     from torchdevice.rewrite.jobs import Options, rewrite_files
     from torchdevice.rewrite.ruleset import default
     from torchdevice.rewrite.selection import Selection, SelectionError, split_codes
+    from torchdevice.source import config
+    from torchdevice.source.files import discover
 
     start = time.perf_counter()
     settings = config.settings(args.paths, args.config, "torchdevice rewrite")

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import libcst as cst
 
-from torchdevice.rewrite.rule import RewriteRule
+from torchdevice.records.rewrite import RewriteRule
 
 _SPACE = cst.SimpleWhitespace(" ")
 _NONE = cst.SimpleWhitespace("")

@@ -14,9 +14,9 @@ from typing import Literal, TypeVar, cast
 
 import libcst as cst
 
+from torchdevice.records.rewrite import RewriteRule
 from torchdevice.rewrite.arguments import comma
 from torchdevice.rewrite.facts.devices import Holder
-from torchdevice.rewrite.rule import RewriteRule
 
 _Node = TypeVar("_Node", bound=cst.CSTNode)
 

@@ -1,35 +1,32 @@
-"""Rewrite many files: read, test cheaply, parse and rewrite in a pool of processes; write in this one.
+"""Rewrite many files: read, test cheaply, parse and rewrite in the worker pool (``torchdevice.source.pool``);
+write in this process.
 
-Workers only compute: the parent process is the only one that writes, each file right after its
-result arrives and only if the file is still what the worker read. Workers ignore Ctrl-C (the parent
-stops them) and end by themselves when the parent is gone. Each file gets a size limit (set aside
-unread above it) and a time limit (given up past it), so one generated file cannot stall a run.
+The parent process is the only one that writes, each file right after its result arrives and only if
+the file is still what the worker read. Each file gets a size limit (set aside unread above it) and a
+time limit (given up past it), so one generated file cannot stall a run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import difflib
-import os
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import Literal
 
-from torchdevice.rewrite import files, ruleset
-from torchdevice.rewrite.outline import split_lines
+from torchdevice.rewrite import ruleset
 from torchdevice.rewrite.selection import Selection
 from torchdevice.rewrite.source import RewriteError, SourceError, rewrite_source
 from torchdevice.rewrite.state import Note
+from torchdevice.source import files
+from torchdevice.source.parsing import split_lines
+from torchdevice.source.pool import parallel
 
 Mode = Literal["check", "diff", "write"]
 Status = Literal["clean", "unchanged", "changed", "skipped", "failed"]
-T = TypeVar("T")
-R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -74,57 +71,12 @@ def rewrite_files(
             results[i] = FileResult(str(item.path), "skipped", reason=item.skip)
         else:
             work.append((i, str(item.path)))
-    with _results(work, options, jobs) as done:
+    with parallel(_rewrite_one, [(path, options) for _, path in work], jobs) as done:
         for n, ((i, _), result) in enumerate(zip(work, done, strict=True), 1):
             results[i] = _write(result) if options.mode == "write" and result.status == "changed" else result
             if progress is not None:
                 progress(n, len(work))
     return [r for r in results if r is not None]  # every slot is filled
-
-
-def _results(work: list[tuple[int, str]], options: Options, jobs: int) -> contextlib.AbstractContextManager[
-        Iterator[FileResult]]:
-    return parallel(_rewrite_one, [(path, options) for _, path in work], jobs)
-
-
-@contextlib.contextmanager
-def parallel(function: Callable[[T], R], tasks: list[T], jobs: int) -> Iterator[Iterator[R]]:
-    """``function``'s results over ``tasks``, in order, computed by a pool of ``jobs`` worker processes (here
-    for one job or one task); ``function`` is a module-level function, so that it reaches spawned workers."""
-    if jobs <= 1 or len(tasks) <= 1:
-        yield map(function, tasks)
-        return
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), initializer=_worker, initargs=(os.getpid(),))
-    try:
-        yield pool.map(function, tasks, chunksize=max(1, len(tasks) // (jobs * 32)))
-    except BaseException:
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown()
-
-
-def _worker(parent: int) -> None:
-    """In each worker: leave Ctrl-C to the parent, and end when the parent is gone."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    spawner = os.getppid()
-
-    def watch() -> None:
-        while True:
-            time.sleep(0.2)
-            if os.getppid() != spawner or not _alive(parent):
-                os._exit(1)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
 
 
 def _rewrite_one(task: tuple[str, Options]) -> FileResult:

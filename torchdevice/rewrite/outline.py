@@ -18,7 +18,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
-import warnings
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from itertools import accumulate
 import libcst as cst
 from libcst.helpers import get_full_name_for_node
 
-_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+from torchdevice.source.parsing import parse_ast
 
 Group = tuple[int, int, list[ast.stmt]]
 """First line, last line, statements."""
@@ -41,18 +40,6 @@ statement choosing between the branches (None after an early ``return``)."""
 
 Scope = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-
-
-def split_lines(source: str) -> list[str]:
-    """Lines with their endings, split where Python's tokenizer splits them (not at form feeds...)."""
-    return _LINE.findall(source)
-
-
-def parse_ast(source: str) -> ast.Module:
-    """``ast.parse`` without its warnings (invalid escape sequences and the like are not ours to report)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return ast.parse(source)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 
-from torchdevice.rewrite.rule import RewriteRule
+from torchdevice.records.rewrite import RewriteRule
 
 
 @dataclass(frozen=True)

@@ -19,15 +19,16 @@ from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, ImportItem
 
 from torchdevice.rewrite.facts import Facts
-from torchdevice.rewrite.facts.names import ImportMap
+from torchdevice.rewrite.facts.names import CstImportMap
 from torchdevice.rewrite.forms import Forms, preferred_quote
 from torchdevice.rewrite.imports import RemoveImports
-from torchdevice.rewrite.outline import Outline, Unit, outline, outline_cst, parse_ast, split_lines
+from torchdevice.rewrite.outline import Outline, Unit, outline, outline_cst
 from torchdevice.rewrite.prelude import Inline, helper_name, placement, prelude
 from torchdevice.rewrite.rewriter import Rewriter
 from torchdevice.rewrite.ruleset import RuleSet
 from torchdevice.rewrite.selection import Selection, suppressions
 from torchdevice.rewrite.state import Note, Rewrite
+from torchdevice.source.parsing import parse_ast, split_lines
 
 _WRAPPER = "if True:"
 """Parses the statements of a block on their own (followed by the file's newline)."""
@@ -61,7 +62,7 @@ def rewrite_source(source: str, rules: RuleSet, selection: Selection | None = No
     newline = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
     wrapper = _WRAPPER + newline
     shape, checked = _outline(source, lines, rules)
-    imports = ImportMap()
+    imports = CstImportMap()
     for node in shape.imports:
         imports.add_ast(node)
     facts = Facts(shape, imports, rules, source)

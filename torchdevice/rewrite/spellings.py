@@ -7,7 +7,7 @@ import re
 import libcst as cst
 import libcst.matchers as m
 
-from torchdevice.rewrite.rule import RewriteRule
+from torchdevice.records.rewrite import RewriteRule
 from torchdevice.rewrite.syntax import string_value
 
 _INDEX_FORMAT = re.compile(r"\{0?\}|%[dis]")

@@ -1,5 +1,5 @@
 """What the rules of one rewrite share: the module's facts, what is known about the node being visited, the
-marks rules leave on the unit's nodes for each other, and what is reported."""
+marks rules leave on the unit's nodes for later, and what is reported."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ import libcst as cst
 import libcst.matchers as m
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
+from torchdevice.records.rewrite import RewriteRule
 from torchdevice.rewrite.facts import Facts
 from torchdevice.rewrite.facts.devices import Holder
-from torchdevice.rewrite.facts.names import ImportMap, root_name
+from torchdevice.rewrite.facts.names import CstImportMap, root_name
 from torchdevice.rewrite.forms import Forms
 from torchdevice.rewrite.outline import Scope, Unit, scopes_within
-from torchdevice.rewrite.rule import RewriteRule
 from torchdevice.rewrite.ruleset import RuleSet, ValueRule
 from torchdevice.rewrite.selection import Selection, suppressed
 from torchdevice.rewrite.syntax import code, ends_block, held_name
@@ -45,21 +45,23 @@ class Note:
 
 @dataclass
 class Marks:
-    """What rules learn top-down about the original nodes of one unit, for the rules rewriting them bottom-up.
+    """What rules leave on the original nodes of one unit for later: learnt on the way down, for the way up
+    or for the nodes below; ``guarded_lines`` on the way up, for the statement around.
 
-    Keyed by the nodes themselves (libcst nodes hash by identity, and a key keeps its node alive); a new
-    ``Marks`` per unit.
+    Each rule names the marks it reads and writes (``Rule.reads``, ``Rule.writes``), and runs after every
+    rule that writes what it reads. Keyed by the nodes themselves (libcst nodes hash by identity, and a key
+    keeps its node alive); a new ``Marks`` per unit.
     """
 
     expected: dict[cst.CSTNode, Expected] = field(default_factory=dict)
     """Where a device or backend value is expected (the first mark wins)."""
-    kept: set[cst.CSTNode] = field(default_factory=set)
+    kept_checks: set[cst.CSTNode] = field(default_factory=set)
     """CUDA checks left as they are (a CUDA-only branch needs them, a requirement)."""
-    ours: set[cst.CSTNode] = field(default_factory=set)
-    """Nodes that are part of a rewrite already decided (no report of their own)."""
-    launches: dict[cst.CSTNode, RewriteRule] = field(default_factory=dict)
+    rewritten_tests: set[cst.CSTNode] = field(default_factory=set)
+    """Tests against ``"cuda"`` that are part of a rewrite, written now or by an earlier run (not reported)."""
+    launch_counts: dict[cst.CSTNode, RewriteRule] = field(default_factory=dict)
     """Counts of accelerators a launcher starts that many processes of."""
-    indices: dict[cst.CSTNode, RewriteRule] = field(default_factory=dict)
+    device_indices: dict[cst.CSTNode, RewriteRule] = field(default_factory=dict)
     """Integer device indices where a device is expected."""
     guarded_lines: set[cst.CSTNode] = field(default_factory=set)
     """Statement lines to put under ``if <accelerator available>:``."""
@@ -76,20 +78,20 @@ _BINDS: dict[type[cst.CSTNode], str] = {
 class _Chains(cst.CSTVisitor):
     """The longest names and attribute chains of an expression that resolve to a qualified name."""
 
-    def __init__(self, imports: ImportMap) -> None:
+    def __init__(self, imports: CstImportMap) -> None:
         super().__init__()
         self.imports = imports
         self.found: list[tuple[cst.BaseExpression, str]] = []
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
-        qualified = self.imports.resolve(node)
+        qualified = self.imports.resolve_cst(node)
         if qualified is not None:
             self.found.append((node, qualified))
             return False
         return True
 
     def visit_Name(self, node: cst.Name) -> None:
-        qualified = self.imports.resolve(node)
+        qualified = self.imports.resolve_cst(node)
         if qualified is not None:
             self.found.append((node, qualified))
 
@@ -106,7 +108,7 @@ class Rewrite:
                  suppressions: dict[int, frozenset[str] | None]) -> None:
         self.rules, self.facts, self.forms = rules, facts, forms
         self.selection, self.suppressions = selection, suppressions
-        self.imports: ImportMap = facts.imports
+        self.imports: CstImportMap = facts.imports
         self.notes: list[Note] = []
         self.sites: Counter[str] = Counter()
         """Code -> how many sites were rewritten."""
@@ -249,13 +251,13 @@ class Rewrite:
     def counts(self, node: cst.BaseExpression) -> bool:
         """Is ``node`` a call counting the accelerators (``torch.cuda.device_count()``)?"""
         return isinstance(node, cst.Call) and not node.args and \
-            (self.imports.resolve(node.func) or "") in self.facts.guards.counts
+            (self.imports.resolve_cst(node.func) or "") in self.facts.guards.counts
 
     def available_calls(self, test: cst.BaseExpression, counts: bool = False) -> list[cst.Call]:
         """The CUDA availability checks in ``test`` (and, with ``counts``, the counts of accelerators)."""
         wanted = {self.rules.available.match} | (self.facts.guards.counts if counts else set())
         return [c for c in m.findall(test, m.Call()) if isinstance(c, cst.Call)
-                and self.imports.resolve(c.func) in wanted]
+                and self.imports.resolve_cst(c.func) in wanted]
 
     def group_left(self, group: str) -> str | None:
         """Why the rules of ``group`` stay in this module (a member that cannot be rewritten, or is off)."""

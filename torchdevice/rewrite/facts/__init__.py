@@ -15,7 +15,7 @@ from torchdevice.rewrite.facts.devices import Devices
 from torchdevice.rewrite.facts.gates import Gates
 from torchdevice.rewrite.facts.groups import Groups
 from torchdevice.rewrite.facts.guards import Guards
-from torchdevice.rewrite.facts.names import ImportMap
+from torchdevice.rewrite.facts.names import CstImportMap
 from torchdevice.rewrite.facts.torch import TorchName
 from torchdevice.rewrite.outline import SCOPES, Outline, Scope, blocks
 from torchdevice.rewrite.ruleset import RuleSet
@@ -24,7 +24,7 @@ from torchdevice.rewrite.ruleset import RuleSet
 class Facts:
     """The facts of one module."""
 
-    def __init__(self, shape: Outline, imports: ImportMap, rules: RuleSet, source: str) -> None:
+    def __init__(self, shape: Outline, imports: CstImportMap, rules: RuleSet, source: str) -> None:
         self.imports = imports
         self.torch = TorchName(shape)
         self.guards = Guards(imports, rules)

@@ -12,8 +12,8 @@ from functools import cached_property
 from typing import Literal
 
 from torchdevice.rewrite.facts.guards import Guards
-from torchdevice.rewrite.facts.names import ImportMap
 from torchdevice.rewrite.outline import SCOPES, Outline, Scope
+from torchdevice.source.names import ImportMap
 
 Form = Literal["object", "string"]
 """How a value is written: ``object`` where it goes straight into torch (a ``torch.device``),

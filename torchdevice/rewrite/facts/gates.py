@@ -7,9 +7,9 @@ import ast
 import re
 from functools import cached_property
 
-from torchdevice.rewrite.facts.names import ImportMap
 from torchdevice.rewrite.outline import Unit
 from torchdevice.rewrite.ruleset import RuleSet
+from torchdevice.source.names import ImportMap
 
 _VERSION = re.compile(r"version|_g[et]_|greater|less|hasattr|torch_\d|TORCH_\d", re.IGNORECASE)
 """What a test choosing between torch releases looks like."""

@@ -6,10 +6,10 @@ from __future__ import annotations
 import ast
 from functools import cached_property
 
-from torchdevice.rewrite.facts.names import ImportMap
+from torchdevice.records.rewrite import RewriteRule
 from torchdevice.rewrite.outline import Outline
-from torchdevice.rewrite.rule import RewriteRule
 from torchdevice.rewrite.ruleset import RuleSet
+from torchdevice.source.names import ImportMap
 
 
 class Groups:

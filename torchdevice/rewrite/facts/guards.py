@@ -6,9 +6,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Sequence
 
-from torchdevice.rewrite.facts.names import ImportMap
 from torchdevice.rewrite.outline import Condition
 from torchdevice.rewrite.ruleset import RuleSet
+from torchdevice.source.names import ImportMap
 
 
 class Guards:

@@ -11,15 +11,16 @@ from torchdevice.rewrite.syntax import string_value
 
 class Arguments(Rule):
     kinds = ("argument",)
+    writes = ("rewritten_tests",)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.rw.imports.resolve(node.func) in self.rules.arguments:
+        if self.rw.imports.resolve_cst(node.func) in self.rules.arguments:
             for arg in node.args:
                 if self._only_on(arg.value):
-                    self.rw.marks.ours.add(arg.value.test)  # type: ignore[attr-defined]
+                    self.rw.marks.rewritten_tests.add(arg.value.test)  # type: ignore[attr-defined]
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        rule = self.rules.arguments.get(self.rw.imports.resolve(original_node.func) or "")
+        rule = self.rules.arguments.get(self.rw.imports.resolve_cst(original_node.func) or "")
         if rule is None or not self.rw.allowed(original_node, rule):
             return updated_node
         names = iter(rule.params)

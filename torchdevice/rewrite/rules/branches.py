@@ -16,6 +16,7 @@ _EXITS = ("exit", "sys.exit", "os._exit", "quit")
 
 class Branches(Rule):
     kinds = ("requirement", "cuda-only-branch")
+    writes = ("kept_checks",)
 
     def visit_If(self, node: cst.If) -> None:
         branches = [node.body, *([node.orelse.body] if isinstance(node.orelse, cst.Else) else [])]
@@ -38,7 +39,7 @@ class Branches(Rule):
         """The checks in ``test`` kept and the requirement reported; False when ``test`` checks nothing of CUDA."""
         checks = self.rw.available_calls(test, counts=True)
         if checks:
-            self.rw.marks.kept.update(checks)
+            self.rw.marks.kept_checks.update(checks)
             self.rw.check(node, "requirement", f"{code(test).strip()[:60]}")
         return bool(checks)
 
@@ -51,7 +52,7 @@ class Branches(Rule):
         if stays is None and not self.rw.torch_ready(node) and names_cuda(guarded, self.rules.device.rule):
             stays = f'"{self.rules.device.rule.match}", which cannot be rewritten here'  # the pair stays together
         if stays is not None:
-            self.rw.marks.kept.update(checks)
+            self.rw.marks.kept_checks.update(checks)
             self.rw.check(checks[0], "cuda-only-branch", f"{self.rules.available.match}() guarding {stays}")
 
     def _cuda_only(self, node: cst.CSTNode) -> str | None:

@@ -6,19 +6,21 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchdevice.records.rewrite import RewriteRule
 from torchdevice.rewrite.arguments import comma, convert, keyword_arg, with_commas
-from torchdevice.rewrite.rule import RewriteRule
 from torchdevice.rewrite.rules.base import Rule
 from torchdevice.rewrite.state import Rewrite
 
 
 class Calls(Rule):
     kinds = ("call", "context")
+    reads = ("kept_checks", "expected")
+    writes = ("guarded_lines",)
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        qualified = self.rw.imports.resolve(original_node.func)
+        qualified = self.rw.imports.resolve_cst(original_node.func)
         rule = self.rules.calls.get(qualified or "") or self.rules.contexts.get(qualified or "")
-        if rule is None or original_node in self.rw.marks.kept:
+        if rule is None or original_node in self.rw.marks.kept_checks:
             return updated_node
         if rule.kind == "context":
             return self._context(rule, original_node, updated_node)

@@ -16,13 +16,14 @@ _COMMAND_LINE = re.compile(r"--[\w-]*device[= ]cuda\b")
 
 class Checks(Rule):
     kinds = ("comparison", "command-line", "dynamic")
+    reads = ("rewritten_tests",)
 
     def visit_Call(self, node: cst.Call) -> None:
         rw, cuda = self.rw, self.rules.device.rule.match
         func = node.func
         method = func.attr.value if isinstance(func, cst.Attribute) else None
         if method == "startswith" and node.args and string_value(node.args[0].value) == cuda and \
-                node not in rw.marks.ours:
+                node not in rw.marks.rewritten_tests:
             rw.check(node, "comparison", f"{code(node)[:60]}")
         elif method == "add_argument" and any(
             a.keyword is not None and a.keyword.value == "choices" and _lists(a.value, cuda) for a in node.args
@@ -30,7 +31,7 @@ class Checks(Rule):
             rw.check(node, "command-line", "choices that name CUDA and not the other accelerators")
         elif isinstance(func, cst.Name) and func.value == "getattr" and len(node.args) >= 2:
             name = string_value(node.args[1].value)
-            if rw.imports.resolve(node.args[0].value) == "torch" and name and self.rules.mentions(name):
+            if rw.imports.resolve_cst(node.args[0].value) == "torch" and name and self.rules.mentions(name):
                 rw.check(node, "dynamic", f"getattr(torch, {name!r})")
         elif isinstance(func, cst.Name) and func.value in ("eval", "exec"):
             if any(self.rules.mentions(string_value(a.value) or "") for a in node.args):
@@ -39,7 +40,7 @@ class Checks(Rule):
     def visit_Comparison(self, node: cst.Comparison) -> None:
         """``device == "cuda"``, ``"cuda" in device``, ``device.type in ("cuda", "xpu")``, ``backend == "nccl"``
         are left as is (a CUDA-only branch stays CUDA-only) and reported: they are false on other devices."""
-        if node in self.rw.marks.ours or not any(_literal(side) for side in (node.left, *(
+        if node in self.rw.marks.rewritten_tests or not any(_literal(side) for side in (node.left, *(
                 t.comparator for t in node.comparisons))):
             return
         left = node.left

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchdevice.rewrite.rule import RewriteRule
+from torchdevice.records.rewrite import RewriteRule
 from torchdevice.rewrite.rules.base import Rule
 from torchdevice.rewrite.state import Rewrite
 from torchdevice.rewrite.syntax import code
 
 
 class Guards(Rule):
+    reads = ("guarded_lines",)
+    writes = ("guarded_lines",)
+
     def __init__(self, rw: Rewrite) -> None:
         super().__init__(rw)
         self.receivers: dict[str, RewriteRule] = {}
@@ -37,7 +40,7 @@ class Guards(Rule):
         elif isinstance(value, (cst.List, cst.Tuple)) and value.elements:
             value = value.elements[0].value
         if isinstance(value, cst.Call) and isinstance(target, (cst.Name, cst.Attribute)):
-            rule = self.rules.calls.get(self.rw.imports.resolve(value.func) or "")
+            rule = self.rules.calls.get(self.rw.imports.resolve_cst(value.func) or "")
             if rule is not None and rule.result_methods and self.rw.selection.enabled(rule.code):
                 self.receivers[code(target)] = rule
 

@@ -12,6 +12,8 @@ from torchdevice.rewrite.syntax import argument
 
 class Launchers(Rule):
     kinds = ("launcher",)
+    reads = ("launch_counts",)
+    writes = ("launch_counts",)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -24,21 +26,21 @@ class Launchers(Rule):
             return
         rule = next(iter(self.rules.launchers.values()))
         if rw.counts(value):
-            rw.marks.launches[value] = rule
+            rw.marks.launch_counts[value] = rule
         elif any(rw.counts(c) for c in rw.available_calls(value, counts=True)):
             rw.note(value, rule, f"{target.value} counts accelerators and starts that many processes: none "
                                  "where there is no accelerator; left as is")
 
     def visit_Call(self, node: cst.Call) -> None:
-        rule = self.rules.launchers.get(self.rw.imports.resolve(node.func) or "")
+        rule = self.rules.launchers.get(self.rw.imports.resolve_cst(node.func) or "")
         if rule is None:
             return
         count = argument(node.args, rule.params.index(rule.keywords[0]), rule.keywords)
         if count is not None and self.rw.counts(count.value) and not self.rw.accelerated:
-            self.rw.marks.launches[count.value] = rule
+            self.rw.marks.launch_counts[count.value] = rule
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        rule = self.rw.marks.launches.get(original_node)
+        rule = self.rw.marks.launch_counts.get(original_node)
         if rule is None or not self.rw.allowed(original_node, rule):
             return updated_node
         self.rw.rewrote(rule)

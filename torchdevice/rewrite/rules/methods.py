@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchdevice.records.rewrite import RewriteRule
 from torchdevice.rewrite.arguments import keyword_arg, with_commas
-from torchdevice.rewrite.rule import RewriteRule
 from torchdevice.rewrite.rules.base import Rule
 from torchdevice.rewrite.syntax import argument, held_name
 
@@ -14,6 +14,7 @@ _STRINGS = (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString, cst.B
 
 class Methods(Rule):
     kinds = ("method",)
+    writes = ("expected",)
 
     def _rule(self, node: cst.Call) -> RewriteRule | None:
         func = node.func
@@ -23,10 +24,10 @@ class Methods(Rule):
         rule = self._rule(node)
         if rule is None:
             return
-        qualified = self.rw.imports.resolve(node.func)
+        qualified = self.rw.imports.resolve_cst(node.func)
         if qualified in self.rules.calls or qualified in self.rules.contexts:
             return
-        if self.rw.imports.resolve(node.func.value) is None:  # type: ignore[attr-defined]
+        if self.rw.imports.resolve_cst(node.func.value) is None:  # type: ignore[attr-defined]
             device = argument(node.args, 0, rule.params[:1])
             if device is not None:
                 self.rw.expect(device.value, self.rules.device, "object")
@@ -35,7 +36,7 @@ class Methods(Rule):
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         rule = self._rule(original_node)
-        if rule is None or self.rw.imports.resolve(original_node.func.value) is not None:  # type: ignore[attr-defined]
+        if rule is None or self.rw.imports.resolve_cst(original_node.func.value) is not None:  # type: ignore[attr-defined]
             return updated_node
         return self._method(rule, original_node, updated_node)
 
@@ -80,7 +81,7 @@ class Methods(Rule):
         """The device argument of ``x.cuda(d)`` as an argument of ``x.to``."""
         if isinstance(original, _STRINGS) or self.rw.forms.what(updated) is not None:
             return updated  # a device value (rewritten where it names CUDA)
-        if isinstance(original, cst.Call) and self.rw.imports.resolve(original.func) == "torch.device":
+        if isinstance(original, cst.Call) and self.rw.imports.resolve_cst(original.func) == "torch.device":
             return updated
         if self.rules.device.holds(held_name(original)):
             return updated  # a variable that holds a device

@@ -22,7 +22,7 @@ class References(Rule):
         return False
 
     def _imports(self, node: cst.Import | cst.ImportFrom) -> None:
-        for local, qualified in self.rw.imports.add(node):
+        for local, qualified in self.rw.imports.add_cst(node):
             if self.rules.lookup(qualified) is None and not self.rules.reaches(qualified):
                 continue
             if local == "*":
@@ -38,7 +38,7 @@ class References(Rule):
     def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
         if original_node.value not in self.rw.namespace_names or not self.rw.read(original_node):
             return updated_node
-        qualified = self.rw.imports.resolve(original_node)
+        qualified = self.rw.imports.resolve_cst(original_node)
         return updated_node if qualified is None else self._reference(original_node, updated_node, qualified)
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
@@ -55,7 +55,7 @@ class References(Rule):
 
     def _qualified(self, node: cst.Attribute) -> str | None:
         """The qualified name of an attribute chain with a rule, or through which one is reached."""
-        qualified = self.rw.imports.resolve(node)
+        qualified = self.rw.imports.resolve_cst(node)
         if qualified is not None and (self.rules.lookup(qualified) is not None or self.rules.reaches(qualified)):
             return qualified
         return None

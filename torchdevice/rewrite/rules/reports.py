@@ -14,7 +14,7 @@ class Reports(Rule):
     kinds = ("report",)
 
     def visit_Call(self, node: cst.Call) -> None:
-        qualified = self.rw.imports.resolve(node.func)
+        qualified = self.rw.imports.resolve_cst(node.func)
         rule = self.rules.reports.get(qualified or "")
         if rule is None or not rule.keywords:
             return

@@ -25,6 +25,8 @@ from torchdevice.rewrite.syntax import argument, code, held_name, option_name, s
 
 class Values(Rule):
     kinds = ("device", "backend")
+    reads = ("expected",)
+    writes = ("expected", "rewritten_tests")
 
     # --- where values are expected (top-down) --------------------------------------------------------
 
@@ -53,7 +55,7 @@ class Values(Rule):
 
     def visit_IfExp(self, node: cst.IfExp) -> None:
         if device_type_of(node, self.rules.device.rule) is not None:
-            self.rw.marks.ours.add(node.test)
+            self.rw.marks.rewritten_tests.add(node.test)
         else:
             self._propagate(node, node.body, node.orelse)
 
@@ -69,7 +71,7 @@ class Values(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         """The arguments of a call that take a device or backend, per the rules."""
-        qualified = self.rw.imports.resolve(node.func)
+        qualified = self.rw.imports.resolve_cst(node.func)
         method = node.func.attr.value if isinstance(node.func, cst.Attribute) else None
         if qualified == "torch.device":
             first = argument(node.args, 0, ("type",))
@@ -167,7 +169,7 @@ class Values(Rule):
         return self._indexed(original_node, updated_node)
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
-        if self.rw.imports.resolve(original_node.func) == "torch.device":
+        if self.rw.imports.resolve_cst(original_node.func) == "torch.device":
             return self._device_call(original_node, updated_node)
         return self._indexed(original_node, updated_node)  # "cuda:{}".format(i)
 
@@ -269,7 +271,7 @@ class Values(Rule):
         return None
 
     def _cpu_device(self, node: cst.BaseExpression) -> bool:
-        return isinstance(node, cst.Call) and self.rw.imports.resolve(node.func) == "torch.device" and \
+        return isinstance(node, cst.Call) and self.rw.imports.resolve_cst(node.func) == "torch.device" and \
             len(node.args) == 1 and string_value(node.args[0].value) == self.rules.device.rule.cpu
 
     def leave_Assign(self, original_node: cst.Assign, updated_node: cst.Assign) -> cst.Assign:

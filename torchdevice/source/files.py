@@ -40,7 +40,7 @@ class Refused(Exception):
 
 @dataclass(frozen=True)
 class Found:
-    """A file to rewrite, or (``skip`` set) one found and set aside, with why."""
+    """A file to read, or (``skip`` set) one found and set aside, with why."""
 
     path: Path
     skip: str = ""

@@ -1,8 +1,10 @@
-"""``[tool.torchdevice]`` in ``pyproject.toml``: the settings of ``torchdevice rewrite`` for a project.
+"""``[tool.torchdevice]`` in ``pyproject.toml``: a project's settings of ``torchdevice rewrite`` and
+``torchdevice check``.
 
 The file is found as black and ruff find theirs: from the directory the given paths have in common,
 upwards, the first ``pyproject.toml`` with a ``[tool.torchdevice]`` table, not above the root of a
-repository (a directory holding ``.git`` or ``.hg``). Command-line options override it.
+repository (a directory holding ``.git`` or ``.hg``). Command-line options override it. ``check`` reads
+``exclude`` and ``max-file-size``; the rule choices and the time limit are ``rewrite``'s.
 
     [tool.torchdevice]
     select = ["TD"]                 # rule codes or prefixes, as --select

@@ -1,8 +1,8 @@
-"""The rewrite rule record: one entry of ``catalog/overlays/rewrite.yaml``.
+"""The rewrite rule record: one entry of ``catalog/overlays/rewrite.yaml``, one row of
+``torchdevice_generated.rewrite_rules.RULES``.
 
-``codegen`` loads and validates the YAML into these records and renders them into
-``torchdevice_generated.rewrite_rules``, which builds them at run time: the record lives here so that
-the runtime package depends on nothing of ``codegen``.
+``codegen`` loads and validates the YAML into these records and renders them into the generated table,
+which builds them at run time for ``torchdevice.rewrite``.
 
 Every rule has a ``code`` (``TD101``), like a linter's: ``--select``/``--ignore``, the
 ``# torchdevice: ignore[CODE]`` comment and ``[tool.torchdevice]`` turn it on or off, and every

@@ -1,7 +1,10 @@
-"""The facts the runtime shares with codegen: names, backends, and the records of the generated tables.
+"""The facts torchdevice shares with codegen: names, backends, and the records of the generated tables.
 
-Each is defined here once; ``codegen`` imports them to write ``generated/torchdevice_generated/``, the
-runtime to read it (never the reverse: the runtime imports nothing of ``codegen``). No torch import.
+Each is defined here once; ``codegen`` imports them (and nothing else of torchdevice but ``atomic``) to write
+``generated/torchdevice_generated/``, the package to read it (never the reverse: torchdevice imports nothing
+of ``codegen``). No torch import. This module holds the runtime's and ``torchdevice catalog``'s; the records
+of the other tables are beside it: :mod:`.rewrite` (``rewrite_rules.RULES``) and :mod:`.check`
+(``check_table.MISSING_ON_MPS``).
 """
 
 from __future__ import annotations

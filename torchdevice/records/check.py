@@ -1,0 +1,22 @@
+"""The record of ``torchdevice_generated.check_table.MISSING_ON_MPS``: a public entry that falls back on MPS.
+
+``codegen/plan/check.py`` finds them and renders each as a row of the table; ``torchdevice.check.knowledge``
+builds the record back from its row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class MissingCall:
+    """A public entry that reaches aten ops MPS has no kernel for."""
+
+    name: str
+    ops: tuple[str, ...]
+    """The aten ops it reaches that have no MPS kernel."""
+    always: bool
+    """Every op it reaches is missing: each call falls back, not only some."""
+    mlx: bool
+    """Every missing op has a verified MLX route."""
