@@ -7,8 +7,11 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
 from dist_jobs import run
 from program_runs import PROGRAMS, json_lines, torchdevice_run
+
+pytestmark = pytest.mark.processes
 
 FAMILY = str(PROGRAMS.parents[1] / "report" / "programs" / "family.py")
 
@@ -46,7 +49,6 @@ def test_report_covers_every_process_of_the_program(tmp_path):
 PROGRAM = """
 import subprocess, sys, torch, torchdevice
 
-pytestmark = pytest.mark.processes
 torchdevice.install("cpu"{report})
 torch.zeros(1, device="cuda")
 subprocess.run([sys.executable, "-c", "import torch; torch.ones(2, device='cuda'); torch.ones(2, device='cuda')"],

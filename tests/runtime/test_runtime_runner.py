@@ -12,6 +12,8 @@ import pytest
 
 from torchdevice.fallback.cache import FORMAT, versions
 
+pytestmark = pytest.mark.processes
+
 PROGRAM = """\
 import json, sys, torch
 print(json.dumps({"argv": sys.argv, "name": __name__, "file": __file__, "path0": sys.path[0],
@@ -101,7 +103,6 @@ def test_a_directory_without_main(command, tmp_path):
 INTERRUPTED = """\
 import atexit, os, signal
 
-pytestmark = pytest.mark.processes
 atexit.register(print, "cleaned up", flush=True)
 
 def train():
