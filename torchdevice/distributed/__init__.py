@@ -8,6 +8,8 @@
 - ``is_nccl_available()``, ``get_backend()``, ``get_backend_config()``, ``ProcessGroup.name()``:
   CUDA's answers for the program, the truth (gloo) for torch's own code
   (:mod:`torchdevice.distributed.answers`).
+- ``all_reduce``, ``reduce``, ``reduce_scatter``..., on a group asked for NCCL: NCCL's reduce ops as
+  NCCL computes them, and its refusals (:mod:`torchdevice.distributed.reduce_ops`).
 - ``DistributedDataParallel``: CUDA ``device_ids`` / ``output_device`` follow the module
   (:mod:`torchdevice.distributed.ddp`).
 - MPS target: collectives on MPS tensors are staged through the CPU
@@ -23,7 +25,7 @@ from typing import Any
 
 import torch
 
-from torchdevice.distributed import answers, ddp, groups, staging
+from torchdevice.distributed import answers, ddp, groups, reduce_ops, staging
 from torchdevice.runtime.patching import Patcher
 
 _library: torch.library.Library | None = None  # the staging kernels' lifetime; set only through the patcher
@@ -41,6 +43,7 @@ def activate(patcher: Patcher, target: torch.device, options: dict[str, Any]) ->
         patcher.set(c10d, name, wrapped)
         patcher.set(torch.distributed, name, wrapped)
     answers.patch(patcher)
+    reduce_ops.patch(patcher)
     patcher.set(DistributedDataParallel, "__init__",
                 ddp.on_module_device(DistributedDataParallel.__init__, options.get("devices", 1)))
     if target.type != "cpu":
