@@ -37,6 +37,7 @@ FLOATS = {dtype: ([1.5, -2.25, big, math.nan, 0.1, -3.0, math.inf, 3.0, math.nan
 BOOLS = ([True, False, True, False], [True, True, False, False])
 COMPLEX = ([1 + 2j, -3 + 0.5j, 0.1 - 0.2j], [0.25 - 1j, 2 + 2j, 0.3 + 0.7j])
 REFUSED_DTYPES = {torch.int16: "Short", torch.uint16: "UInt16", torch.uint32: "UInt32", torch.uint64: "UInt64"}
+ATEN_NAMES = {torch.complex64: "ComplexFloat", torch.complex128: "ComplexDouble", **REFUSED_DTYPES}
 FACTOR = 0.3
 
 
@@ -104,12 +105,12 @@ def refusal(op: str, dtype: torch.dtype, collective: str) -> tuple[type, str] | 
     """NCCL's exception for ``op`` on ``dtype`` (torch's ProcessGroupNCCL and distributed_c10d), if any."""
     if dtype.is_complex:
         if collective == "reduce_scatter":
-            return TypeError, f"not supported for NCCL process group: {'ComplexFloat' if dtype == torch.complex64 else 'ComplexDouble'}"
+            return TypeError, f"Input tensor data type is not supported for NCCL process group: {ATEN_NAMES[dtype]}"
         if op not in ("SUM", "AVG", "PREMUL", "PREMUL_TENSOR"):
-            return (RuntimeError, "reduce does not support") if collective == "reduce" else (ValueError, "does not support")
+            return (RuntimeError, "reduce does not support") if collective == "reduce" else (ValueError, "all_reduce")
         return None
     if dtype in REFUSED_DTYPES:
-        return TypeError, f"Input tensor data type is not supported for NCCL process group: {REFUSED_DTYPES[dtype]}"
+        return TypeError, f"Input tensor data type is not supported for NCCL process group: {ATEN_NAMES[dtype]}"
     if dtype in (torch.float8_e4m3fnuz, torch.float8_e5m2fnuz):
         return RuntimeError, "Unsupported Float8 type for NCCL reduction"
     if dtype == torch.bool and op == "AVG":
@@ -134,8 +135,9 @@ def inputs(dtype: torch.dtype) -> list[list]:
 
 
 def tensor(values: list, dtype: torch.dtype) -> torch.Tensor:
-    return torch.tensor(values, dtype=torch.float32).to(dtype).to(device) if dtype.is_floating_point and \
-        dtype.itemsize == 1 else torch.tensor(values, dtype=dtype, device=device)
+    if dtype.itemsize == 1 and dtype.is_floating_point:  # float8: made from float32
+        return torch.tensor(values, dtype=torch.float32).to(dtype).to(device)
+    return torch.tensor(values, dtype=dtype, device=device)
 
 
 def same(got: torch.Tensor, want: list, dtype: torch.dtype, what: str) -> None:
@@ -183,7 +185,6 @@ def run_case(op: str, dtype: torch.dtype) -> int:
             else:
                 raise AssertionError(f"{op} {dtype} {name}: NCCL refuses it, it ran")
             made += 1
-    want = None
     for asynchronous in (False, True):
         ro = reduce_op(op, dtype)
         if refusal(op, dtype, "all_reduce") is None:
