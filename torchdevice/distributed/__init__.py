@@ -9,7 +9,8 @@
   CUDA's answers for the program, the truth (gloo) for torch's own code
   (:mod:`torchdevice.distributed.answers`).
 - ``all_reduce``, ``reduce``, ``reduce_scatter``..., on a group asked for NCCL: NCCL's reduce ops as
-  NCCL computes them, and its refusals (:mod:`torchdevice.distributed.reduce_ops`).
+  NCCL computes them, and its refusals (:mod:`torchdevice.distributed.reduce_ops`); the single-tensor
+  collectives take any shapes whose element counts agree, as NCCL does (:mod:`torchdevice.distributed.flat`).
 - ``DistributedDataParallel``: CUDA ``device_ids`` / ``output_device`` follow the module
   (:mod:`torchdevice.distributed.ddp`).
 - MPS target: collectives on MPS tensors are staged through the CPU
@@ -25,7 +26,7 @@ from typing import Any
 
 import torch
 
-from torchdevice.distributed import answers, ddp, groups, reduce_ops, staging
+from torchdevice.distributed import answers, ddp, flat, groups, reduce_ops, staging
 from torchdevice.runtime.patching import Patcher
 
 _library: torch.library.Library | None = None  # the staging kernels' lifetime; set only through the patcher
@@ -44,6 +45,7 @@ def activate(patcher: Patcher, target: torch.device, options: dict[str, Any]) ->
         patcher.set(torch.distributed, name, wrapped)
     answers.patch(patcher)
     reduce_ops.patch(patcher)
+    flat.patch(patcher)
     patcher.set(DistributedDataParallel, "__init__",
                 ddp.on_module_device(DistributedDataParallel.__init__, options.get("devices", 1)))
     if target.type != "cpu":

@@ -44,7 +44,8 @@ from typing import Any
 
 import torch
 
-from torchdevice.distributed.groups import asked_for
+from torchdevice.distributed.flat import counted, flat
+from torchdevice.distributed.groups import nccl_call_group
 from torchdevice.runtime.patching import Patcher
 
 if torch.distributed.is_available():
@@ -74,13 +75,14 @@ class Reduction:
     keys: bool = False
     """MIN/MAX of floats through order keys, NaN ignored."""
 
-    def send(self, x: torch.Tensor, fresh: bool) -> torch.Tensor:
-        """What this rank sends for ``x``: ``x`` itself (changed in place) unless ``fresh`` asks for a new tensor."""
+    def send(self, x: torch.Tensor, in_place: bool) -> torch.Tensor:
+        """What this rank sends for ``x``: ``x`` itself where it may be changed (``in_place``) or needs no change,
+        else a new tensor."""
         if self.keys:
             return _order_keys(x, nan_lowest=self.op == ReduceOp.MAX)
         if self.scale is not None:
-            return x.mul(self.scale) if fresh else x.mul_(self.scale)
-        return x.clone() if fresh else x
+            return x.mul_(self.scale) if in_place else x.mul(self.scale)
+        return x
 
     def buffer(self, out: torch.Tensor) -> torch.Tensor:
         """Where gloo writes the result meant for ``out``."""
@@ -159,7 +161,7 @@ def _all_reduce(original: Callable[..., Any]) -> Callable[..., Any]:
         if plan is None:
             return original(tensor, op, group, async_op)
         how, (real,) = plan
-        wire = how.send(real, fresh=False)
+        wire = how.send(real, in_place=True)
         return _then(original(wire, how.op, group, async_op), async_op, lambda: how.receive(wire, real))
 
     return all_reduce
@@ -173,7 +175,7 @@ def _all_reduce_coalesced(original: Callable[..., Any]) -> Callable[..., Any]:
         if plan is None:
             return original(tensors, op, group, async_op)
         how, reals = plan
-        wires = [how.send(real, fresh=False) for real in reals]
+        wires = [how.send(real, in_place=True) for real in reals]
 
         def receive() -> None:
             for wire, real in zip(wires, reals, strict=True):
@@ -196,7 +198,7 @@ def _reduce(original: Callable[..., Any]) -> Callable[..., Any]:
         how, (real,) = plan
         chosen = c10d._group_or_default_group(group)
         root = c10d._canonicalize_group_rank(chosen, dst, group_dst, return_global=False) == chosen.rank()
-        wire = how.send(real, fresh=True)  # the other ranks' tensors stay as they were
+        wire = how.send(real.clone(), in_place=True)  # gloo may write into the other ranks' tensors
         work = original(wire, dst, how.op, group, async_op, group_dst)
         return _then(work, async_op, (lambda: how.receive(wire, real)) if root else None)
 
@@ -213,7 +215,7 @@ def _reduce_scatter(original: Callable[..., Any]) -> Callable[..., Any]:
             return original(output, input_list, op, group, async_op)
         how, _ = plan
         wire = how.buffer(output)
-        work = original(wire, [how.send(x, fresh=True) for x in input_list], how.op, group, async_op)
+        work = original(wire, [how.send(x, in_place=False) for x in input_list], how.op, group, async_op)
         return _then(work, async_op, lambda: how.receive(wire, output))
 
     return reduce_scatter
@@ -227,8 +229,10 @@ def _reduce_scatter_single(original: Callable[..., Any]) -> Callable[..., Any]:
         if plan is None:
             return original(output, input, op, group, async_op)
         how, _ = plan
+        counted(output, input, torch.distributed.get_world_size(group), gathering=False)
+        output, input = flat(output, input)  # NCCL sees memory; gloo wants the shapes of a concatenation
         wire = how.buffer(output)
-        work = original(wire, how.send(input, fresh=True), how.op, group, async_op)
+        work = original(wire, how.send(input, in_place=False), how.op, group, async_op)
         return _then(work, async_op, lambda: how.receive(wire, output))
 
     return reduce_scatter_single
@@ -237,15 +241,8 @@ def _reduce_scatter_single(original: Callable[..., Any]) -> Callable[..., Any]:
 def _plan(group: Any, op: Any, tensors: Any, collective: str) -> tuple[Reduction, list[torch.Tensor]] | None:
     """The reduction and the (real views of the) tensors, for a call on a group asked for NCCL that this rank
     takes part in; ``None`` for the calls the original function handles as it is."""
-    import torch.distributed.distributed_c10d as c10d
-    from torch.overrides import has_torch_function
-
-    if not tensors or not all(isinstance(t, torch.Tensor) for t in tensors) or not isinstance(op, ReduceOp):
-        return None  # the original's own argument checks
-    if has_torch_function(tensors) or c10d._rank_not_in_group(group):
-        return None
-    chosen = c10d._group_or_default_group(group)
-    if asked_for(chosen) is None or chosen in c10d._world.pg_coalesce_state:
+    chosen = nccl_call_group(group, *tensors) if isinstance(op, ReduceOp) else None
+    if chosen is None:
         return None
     how = reduction(op, tensors[0].dtype, chosen.size(), collective)
     return how, [torch.view_as_real(t) if t.is_complex() else t for t in tensors]
@@ -260,7 +257,7 @@ def _then(work: Any, async_op: bool, after: Callable[[], None] | None) -> Any:
         return None
     if isinstance(work, torch._C.Future):  # all_reduce_coalesced hands back its future
         return work.then(lambda done: (done.value(), after())[0])
-    from torch._C._distributed_c10d import PythonCallbackWork, _create_work_from_future
+    from torch._C._distributed_c10d import PythonCallbackWork, _create_work_from_future  # type: ignore[attr-defined]
 
     try:
         future = work.get_future()
