@@ -58,7 +58,8 @@ def test_qlora_and_bitsandbytes_run_their_cpu_backend_with_the_cpu_numbers(nativ
     assert_numbers_close(gpu["paged_adamw"], cpu["paged_adamw"], rtol=1e-5, atol=1e-5)
 
 
-def test_deepspeed_zero_and_trainer_in_one_process_give_the_cpu_numbers(native, redirected):
+def test_deepspeed_zero_in_one_process_with_trainer_and_in_two_under_torchrun_give_the_cpu_numbers(
+        native, redirected, tmp_path):
     (cpu,) = native("deepspeed_zero.py", "--cpu", "--trainer", timeout=BUILDS)
     (gpu,) = redirected("deepspeed_zero.py", "--trainer", timeout=BUILDS)
     assert gpu["accelerator"] == cpu["accelerator"] == "cpu"  # not its CUDA accelerator, which needs nvcc
@@ -69,19 +70,16 @@ def test_deepspeed_zero_and_trainer_in_one_process_give_the_cpu_numbers(native, 
     assert len(gpu["trainer"]) == 4
     assert_numbers_close(gpu["trainer"], cpu["trainer"], rtol=1e-5, atol=1e-5)
 
-
-def test_deepspeed_zero_under_torchrun_gives_the_cpu_ranks_numbers(native, tmp_path):
-    cpu = native("deepspeed_zero.py", "--cpu", launcher=TORCHRUN, timeout=BUILDS)
-    (single,) = native("deepspeed_zero.py", "--cpu", "--trainer", timeout=BUILDS)
+    cpu_ranks = native("deepspeed_zero.py", "--cpu", launcher=TORCHRUN, timeout=BUILDS)
     command = [sys.executable, *TORCHRUN, "-m", "torchdevice", "run", str(PROGRAMS / "deepspeed_zero.py"),
                str(tmp_path)]
-    gpu = records(tmp_path, command, timeout=BUILDS)
-    assert [(r["rank"], r["world"], r["accelerator"]) for r in gpu] == [(0, 2, "cpu"), (1, 2, "cpu")]
-    for mine, theirs in zip(gpu, cpu, strict=True):
+    ranks = records(tmp_path, command, timeout=BUILDS)
+    assert [(r["rank"], r["world"], r["accelerator"]) for r in ranks] == [(0, 2, "cpu"), (1, 2, "cpu")]
+    for mine, theirs in zip(ranks, cpu_ranks, strict=True):
         for stage in ("stage1", "stage2"):
             for name in ("losses", "weights"):
                 assert_numbers_close(mine[stage][name], theirs[stage][name], rtol=1e-5, atol=1e-5)
     # ZeRO keeps the ranks' weights identical, and two ranks of 8 samples step as one process of 16.
     for stage in ("stage1", "stage2"):
-        assert gpu[0][stage]["weights"] == gpu[1][stage]["weights"]
-        assert_numbers_close(gpu[0][stage]["weights"], single[stage]["weights"])
+        assert ranks[0][stage]["weights"] == ranks[1][stage]["weights"]
+        assert_numbers_close(ranks[0][stage]["weights"], gpu[stage]["weights"])
