@@ -78,7 +78,7 @@ def load(catalog_dir: Path = CATALOG_DIR) -> Catalog:
     standins = load_standins(path) if path.exists() else ()
     autocast = load_autocast(catalog_dir / "scanned" / f"{AUTOCAST}.yaml", version, known)
     path = catalog_dir / "overlays" / "packages.yaml"
-    packages = load_packages(path) if path.exists() else ()
+    packages = load_packages(path, known) if path.exists() else ()
     entries = [dataclasses.replace(e, status=status.get(e.name, e.status), **attached.get(e.name, {}))
                for e in entries]
     return Catalog(torch_version=version, entries=tuple(entries), device_patterns=patterns, mlx=mlx, rewrite=rules,
@@ -328,13 +328,18 @@ def load_mlx(path: Path, known: dict[str, Entry]) -> tuple[MlxRecord, ...]:
     return tuple(records)
 
 
-def load_packages(path: Path) -> tuple[tuple[str, PackageRule], ...]:
-    """The CUDA-only packages, keyed by module name (``apex.normalization``)."""
+def load_packages(path: Path, known: dict[str, Entry]) -> tuple[tuple[str, PackageRule], ...]:
+    """The packages that need CUDA or choose a CUDA backend, keyed by module name (``apex.normalization``); the
+    probes of those told the truth are torch names of the catalog."""
     records = []
     for key, line, node in _keyed(path, "module names"):
         if not MODULE.fullmatch(key):
             raise CatalogError(path, line, key, "not a module name")
-        records.append((key, schema.build(PackageRule, node, path, key)))
+        rule = schema.build(PackageRule, node, path, key)
+        for probe in rule.probes:
+            if probe not in known:
+                raise CatalogError(path, line, key, f"probe {probe!r}: unknown torch name, not in the scanned catalog")
+        records.append((key, rule))
     return tuple(records)
 
 

@@ -2,8 +2,10 @@
 
 Torch internals branch on ``torch.cuda.is_available()``, ``device_count()`` and ``Tensor.is_cuda``
 and then call CUDA-only C functions (pinned memory, fused kernels, cuDNN paths). Those gates
-therefore answer truthfully to callers inside ``torch`` (and ``torchdevice``) and answer as a CUDA
-machine would to everyone else: the program and the libraries it uses.
+therefore answer truthfully to callers inside ``torch`` (and ``torchdevice``), and to the packages that
+probe CUDA to choose a backend of their own (bitsandbytes, DeepSpeed: ``TOLD_THE_TRUTH``, from
+``catalog/overlays/packages.yaml``), and answer as a CUDA machine would to everyone else: the program and
+the other libraries it uses.
 
 Warnings torch raises while a wrapper of ours calls it name the wrapper's line as their place (C
 code names the calling Python frame; ``stacklevel=2`` in Python names the caller): such warnings
@@ -19,6 +21,7 @@ from types import FrameType
 from typing import Any
 
 import torchdevice_generated
+from torchdevice_generated.truth_table import TOLD_THE_TRUTH
 
 from torchdevice.patching import Patcher
 
@@ -29,13 +32,22 @@ _OURS = tuple(os.path.join(os.path.dirname(os.path.abspath(path)), "")
 TOLD_AS_PROGRAM = frozenset({"torch.random", "torch.utils.data.dataloader", "torch.utils.data._utils.pin_memory"})
 """Torch modules told what the program is told: they use the emulated ``torch.cuda`` only through its public
 functions and never reach CUDA's C code (``fork_rng`` forks the emulated devices' generators; DataLoader pins
-batches through ``Tensor.pin_memory``, a copy marked as pinned, see :mod:`.tensors`)."""
+batches through ``Tensor.pin_memory``, a copy marked as pinned, see :mod:`torchdevice.runtime.tensors`)."""
+
+
+_TRUTHFUL = frozenset({"torch", *TOLD_THE_TRUTH})
+_TRUTHFUL_PREFIXES = ("torch.", "torchdevice", *(f"{module}." for module in TOLD_THE_TRUTH))
+
+
+_TRUTHFUL = frozenset({"torch", *TOLD_THE_TRUTH})
+_TRUTHFUL_PREFIXES = ("torch.", "torchdevice", *(f"{module}." for module in TOLD_THE_TRUTH))
 
 
 def torch_internal(depth: int = 2) -> bool:
-    """Whether the function ``depth`` frames up (default: the caller's caller) belongs to torch or torchdevice."""
+    """Whether the function ``depth`` frames up (default: the caller's caller) belongs to torch or torchdevice,
+    or to a package told the truth (``torchdevice_generated.truth_table``)."""
     name = sys._getframe(depth).f_globals.get("__name__", "")
-    return (name == "torch" or name.startswith(("torch.", "torchdevice"))) and name not in TOLD_AS_PROGRAM
+    return (name in _TRUTHFUL or name.startswith(_TRUTHFUL_PREFIXES)) and name not in TOLD_AS_PROGRAM
 
 
 def outside() -> int:

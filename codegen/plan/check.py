@@ -1,6 +1,7 @@
 """What ``torchdevice check`` needs from the catalog (``check_table.py.j2``).
 
-- **packages**: the CUDA-only packages of ``catalog/overlays/packages.yaml``, blockers and stand-ins;
+- **packages**: the packages of ``catalog/overlays/packages.yaml``: blockers, stand-ins, and those told the truth
+  (also what the runtime reads, ``told``: the modules it answers as it answers torch, with the probes they ask);
 - **calls missing on MPS**: public Python entries (``torch.nn.functional.adaptive_max_pool3d``) that reach an
   aten op without any MPS kernel (every overload but the ``out=`` ones missing on MPS, as the fallback table
   says); whether each such op has a verified MLX route; whether every op the entry reaches is missing (it
@@ -22,8 +23,10 @@ PYTHON_KINDS = ("function", "builtin", "method")
 @dataclass(frozen=True)
 class CheckTable:
     packages: tuple[tuple[str, str, str, str], ...]
-    """``(module, policy, why, instead)``."""
+    """``(module, policy, why, instead)``; for policy ``truth``, what it does told the truth in place of instead."""
     missing_on_mps: tuple[MissingCall, ...]
+    told: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """``(module, probes)`` of the packages told the truth."""
 
     @classmethod
     def of(cls, catalog: Catalog, fallback: FallbackTable) -> CheckTable:
@@ -44,5 +47,7 @@ class CheckTable:
             if ops:
                 calls.append(MissingCall(e.name, ops, len(ops) == len(e.aten),
                                          all(n in routed for op in ops for n in overloads[op])))
-        packages = tuple((name, r.policy, r.why, r.instead) for name, r in catalog.packages)
-        return cls(packages, tuple(sorted(calls, key=lambda c: c.name)))
+        packages = tuple((name, r.policy, r.why, r.gets if r.policy == "truth" else r.instead)
+                         for name, r in catalog.packages)
+        told = tuple((name, r.probes) for name, r in catalog.packages if r.policy == "truth")
+        return cls(packages, tuple(sorted(calls, key=lambda c: c.name)), told)

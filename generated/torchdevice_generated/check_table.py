@@ -24,9 +24,11 @@ PACKAGES: dict[str, tuple[str, str, str]] = {
     'apex.amp': ('standin', "torchdevice's stand-in maps apex.amp onto torch.amp", ''),
     'apex.normalization': ('standin', "torchdevice's stand-in provides FusedLayerNorm and FusedRMSNorm from torch.nn", ''),
     'apex.optimizers': ('standin', "torchdevice's stand-in provides FusedAdam, FusedLAMB and FusedSGD from torch.optim", ''),
+    'bitsandbytes': ('truth', "its CUDA backend calls torch's CUDA internals (torch._C._cuda_getCurrentRawStream) and its own CUDA kernels", 'it takes its CPU backend (its MPS backend on a Mac): 4-bit and 8-bit layers and 8-bit optimizers run there'),
+    'deepspeed': ('truth', 'its CUDA accelerator JIT-compiles CUDA kernels (FusedAdam) with nvcc', 'it picks the accelerator of the machine (cpu, or mps on a Mac; DS_ACCELERATOR still decides) and its ops'),
 }
-"""Module name -> (policy ``blocker`` or ``standin``, why, what to do instead); the longest name that prefixes
-an imported module applies."""
+"""Module name -> (policy ``blocker``, ``standin`` or ``truth``, why, what to do instead; for ``truth``, what the
+package does told the truth); the longest name that prefixes an imported module applies."""
 
 MISSING_ON_MPS: dict[str, tuple[tuple[str, ...], bool, bool]] = {
     'torch.Tensor.geqrf': (('geqrf',), True, False),

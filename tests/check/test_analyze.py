@@ -103,3 +103,14 @@ def test_float64_on_the_device_is_told_for_mps_only():
         found = [(f.line, f.name, f.severity) for f in check_source(source, "m.py", target) if f.kind == "dtype"]
         assert found == [(3, "torch.float64", "info"), (4, ".double()", "info"), (5, "torch.float64", "info")]
     assert not [f for f in check_source(source, "m.py", "cpu") if f.kind == "dtype"]
+
+
+def test_packages_told_the_truth_are_info_saying_what_they_do():
+    source = ("import bitsandbytes as bnb\n"
+              "from deepspeed.ops.adam import FusedAdam\n"
+              "try:\n    import bitsandbytes.optim\nexcept ImportError:\n    pass\n")
+    findings = check_source(source, "m.py", "mps")
+    assert [(f.line, f.name, f.severity) for f in findings] == [
+        (1, "bitsandbytes", "info"), (2, "deepspeed", "info"), (4, "bitsandbytes", "info")]
+    assert "told the truth" in findings[0].message and "CPU backend" in findings[0].message
+    assert "accelerator of the machine" in findings[1].message

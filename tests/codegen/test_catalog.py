@@ -117,6 +117,15 @@ def test_packages_overlay_reaches_the_check_table(tmp_path):
     assert table.packages == (("cupy", "blocker", "CUDA memory", "numpy"), ("flash_attn", "standin", "SDPA", ""))
 
 
+def test_packages_told_the_truth_reach_the_runtime_and_the_check_tables(tmp_path):
+    catalog = load(make_catalog(tmp_path, packages="bnb: {policy: truth, probes: [torch.cuda.synchronize], "
+                                                   "why: CUDA kernels, gets: its CPU backend}\n",
+                                devices="torch.nn.*: {policy: flows, why: calls the factories}\n"))
+    table = plan(catalog).check
+    assert table.packages == (("bnb", "truth", "CUDA kernels", "its CPU backend"),)
+    assert table.told == (("bnb", ("torch.cuda.synchronize",)),)
+
+
 def test_same_as_gives_an_entry_the_named_entrys_record(tmp_path):
     catalog = load(make_catalog(tmp_path, cuda=CUDA + "torch.add: {same_as: torch.cuda.synchronize, sample: '0'}\n"))
     own, named = catalog["torch.add"].cuda, catalog["torch.cuda.synchronize"].cuda
@@ -165,6 +174,10 @@ def test_a_cuda_entry_without_a_record_is_an_error(tmp_path):
     ({"packages": "cupy: {policy: blocker, why: CUDA memory}\n"}, "packages.yaml:1", "needs instead"),
     ({"packages": "cupy: {policy: maybe, why: x}\n"}, "packages.yaml:1", "expected one of"),
     ({"packages": "cupy-cuda12x: {policy: standin, why: x}\n"}, "packages.yaml:1", "not a module name"),
+    ({"packages": "bnb: {policy: truth, why: x, gets: y}\n"}, "packages.yaml:1 (entry bnb)", "needs probes"),
+    ({"packages": "bnb: {policy: truth, why: x, probes: [torch.cuda.nothing], gets: y}\n"},
+     "packages.yaml:1 (entry bnb)", "probe 'torch.cuda.nothing': unknown torch name"),
+    ({"packages": "cupy: {policy: standin, why: x, gets: y}\n"}, "packages.yaml:1", "for policy truth, not standin"),
     # measured status
     ({"status": "torch.add: {cpu: maybe}\n"}, "status.yaml:1", "'maybe'"),
     ({"status": "torch.add: {speed: pass}\n"}, "status.yaml:1", "'speed'"),

@@ -28,6 +28,8 @@ def test_ignite_parallel_nccl_two_ranks_agree():
         assert rank["summed"] == [3.0, 3.0, 3.0]
         assert rank["gathered"] == [0.0, 1.0]
         assert rank["objects"] == [{"rank": 0}, {"rank": 1}]
+        assert rank["largest"] == [3, 7]
+        assert rank["refused"] == "Cannot use ReduceOp.BAND with NCCL"  # as on NCCL; gloo would compute it
         # rank 1's tensor (twice the common draw) reached both ranks
         assert rank["chosen"] == pytest.approx([2 * w for w in ranks[1]["weights"]])
     assert ranks[0]["weights"] == ranks[1]["weights"]

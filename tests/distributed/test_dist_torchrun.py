@@ -40,6 +40,16 @@ def test_collectives_on_cuda_tensors():
     assert sorted(re.findall(r"rank \d ok", result.stdout)) == ["rank 0 ok", "rank 1 ok"]
 
 
+@pytest.mark.slow
+def test_nccl_reduce_ops_as_nccl_computes_them():
+    """Every reduce op on every dtype through all_reduce, reduce, reduce_scatter(_tensor), all_reduce_coalesced,
+    sync and async, against references the program computes; NCCL's refusals at the call."""
+    result = torchrun(2, str(PROGRAMS / "reduce_ops.py"), timeout=120)
+    assert result.returncode == 0, result.output
+    counts = re.findall(r"rank (\d) ok: (\d+) cases", result.stdout)
+    assert sorted(counts) == [("0", counts[0][1]), ("1", counts[0][1])] and int(counts[0][1]) > 1000, result.stdout
+
+
 def test_a_failing_rank_fails_the_run_quickly_with_its_error():
     result = torchrun(2, str(PROGRAMS / "fails_on_one_rank.py"), timeout=60)
     assert result.returncode != 0

@@ -14,16 +14,17 @@ from framework_runs import PROGRAMS, Records, records
 
 @pytest.fixture(scope="session")
 def native(tmp_path_factory) -> Callable[..., Records]:
-    """``native(PROGRAM, *ARGS)``: the records of ``python PROGRAM OUT_DIR ARGS`` with plain torch (through
-    ``settled_exit``), each distinct run once per test process."""
+    """``native(PROGRAM, *ARGS, launcher=(...))``: the records of ``python [LAUNCHER...] -m settled_exit PROGRAM
+    OUT_DIR ARGS`` with plain torch, each distinct run once per test process."""
     done: dict[tuple[str, ...], Records] = {}
 
-    def run(program: str, *args: str, timeout: float = 300) -> Records:
-        if (program, *args) not in done:
+    def run(program: str, *args: str, launcher: tuple[str, ...] = (), timeout: float = 300) -> Records:
+        key = (*launcher, program, *args)
+        if key not in done:
             out = tmp_path_factory.mktemp(Path(program).stem)
-            command = [sys.executable, "-m", "settled_exit", str(PROGRAMS / program), str(out), *args]
-            done[(program, *args)] = records(out, command, timeout)
-        return done[(program, *args)]
+            command = [sys.executable, *launcher, "-m", "settled_exit", str(PROGRAMS / program), str(out), *args]
+            done[key] = records(out, command, timeout)
+        return done[key]
 
     return run
 

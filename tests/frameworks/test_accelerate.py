@@ -1,5 +1,6 @@
 """Hugging Face accelerate's launcher on two emulated GPUs: ``torchdevice run --devices 2 accelerate launch
---multi_gpu --num_processes 2``, against the same program run natively in one CPU process."""
+--multi_gpu --num_processes 2``, against the same program run natively in one CPU process (training) and in two
+CPU processes (``gather_for_metrics``, ``reduce``, a torchmetrics metric synced across them)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from dist_jobs import free_port
 from framework_runs import assert_numbers_close
 
 PROGRAM = "accelerate_train.py"
+TWO_CPU_PROCESSES = ("-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2")
 
 
 @pytest.mark.slow
@@ -24,3 +26,15 @@ def test_launch_multi_gpu_trains_the_single_process_weights(native, redirected):
     assert_numbers_close(ranks[0]["weights"], single["weights"])
     assert_numbers_close(ranks[0]["losses"], single["losses"])
     assert [r["initial_kept"] for r in ranks] == [True, True]  # prepare() moved a copy to the device
+    # Evaluation: on NCCL accelerate gathers each batch's (4, 1) predictions into a flat tensor (gloo would
+    # refuse those shapes), drops the samples the last batch repeats, and reduces with NCCL's SUM. The numbers
+    # are those of the same program on two CPU processes with gloo.
+    cpu = native(PROGRAM, "--cpu", launcher=TWO_CPU_PROCESSES)
+    assert [(r["device"], r["distributed"], r["backend"]) for r in cpu] == [("cpu:0", "DistributedType.MULTI_CPU",
+                                                                             "gloo")] * 2
+    for mine, theirs in zip(ranks, cpu, strict=True):
+        assert len(mine["predictions"]) == len(mine["targets"]) == 10
+        assert mine["targets"] == theirs["targets"] and mine["reduced"] == theirs["reduced"] == {
+            "sum": [3, 14], "mean": [1.0, 3.0]}
+        assert_numbers_close(mine["predictions"], theirs["predictions"])
+        assert_numbers_close(mine["error"], theirs["error"])

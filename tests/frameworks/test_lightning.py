@@ -1,6 +1,7 @@
 """PyTorch Lightning's ``Trainer(accelerator="gpu")`` under the runtime against ``accelerator="cpu"`` natively:
 the same losses step by step and the same weights (float32), real autocast for mixed precision, and the same
-per-rank losses for the ddp strategies on two emulated GPUs."""
+per-rank losses for the ddp strategies on two emulated GPUs, with the same values logged with
+``sync_dist=True`` and the same torchmetrics metrics synced across the ranks."""
 
 from __future__ import annotations
 
@@ -19,8 +20,13 @@ def test_32_true_trains_on_the_gpu_with_the_cpu_numbers(native, redirected):
     assert len(gpu["losses"]) == 16 and gpu["losses"][-1] < 0.6 * gpu["losses"][0]  # it learns
     assert_numbers_close(gpu["losses"], cpu["losses"])
     assert_numbers_close(gpu["weights"], cpu["weights"])
+    assert [sorted(epoch) for epoch in gpu["logged"]] == [LOGGED, LOGGED]
+    assert_numbers_close(gpu["logged"], cpu["logged"])
     assert gpu["autocast"]["enabled"] is False
     assert gpu["autocast"]["linear"] == gpu["autocast"]["log_softmax"] == "torch.float32"
+
+
+LOGGED = ["train_accuracy", "train_loss", "val_accuracy", "val_error", "val_loss", "val_seen"]
 
 
 # Mixed precision is compared with the float32 run within about five units of the low-precision dtype's
@@ -53,6 +59,11 @@ def test_ddp_strategies_on_two_gpus_give_the_cpu_losses(native, redirected, stra
     for mine, theirs in zip(gpu, cpu, strict=True):
         assert_numbers_close(mine["losses"], theirs["losses"])
         assert_numbers_close(mine["weights"], theirs["weights"])
+    # What each epoch logged was reduced over the ranks (sync_dist=True: NCCL's AVG of the loss and of Lightning's
+    # int64 batch-size counter, a SUM; torchmetrics' states gathered): the same on both ranks, and the CPU run's.
+    assert gpu[0]["logged"] == gpu[1]["logged"] and [sorted(epoch) for epoch in gpu[0]["logged"]] == [LOGGED] * 2
+    assert gpu[0]["logged"][0]["val_seen"] == 24  # each rank validated 12 of the 24 samples
+    assert_numbers_close(gpu[0]["logged"], cpu[0]["logged"])
     # DDP keeps the replicas identical. With ddp_spawn the module comes to the ranks from the parent in shared
     # memory: each rank's move to its GPU must copy it, or both ranks' optimizers step the same weights.
     assert gpu[0]["weights"] == gpu[1]["weights"]

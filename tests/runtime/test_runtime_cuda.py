@@ -7,6 +7,7 @@ import time
 import pytest
 import torch
 from torch.cuda.amp import common  # torch's own code, where the original is left
+from torchdevice_generated.truth_table import TOLD_THE_TRUTH
 
 import torchdevice
 
@@ -132,3 +133,16 @@ def test_what_cannot_be_emulated_says_so(on_cpu):
     with pytest.raises(NotImplementedError, match=r"torch\.cuda\.current_blas_handle .*'cpu'"):
         torch.cuda.current_blas_handle()
     assert not isinstance(object(), torch.cuda.CUDAGraph)  # unsupported classes are still classes
+
+
+@pytest.mark.parametrize(("module", "probe"), [(m, p) for m, probes in TOLD_THE_TRUTH.items() for p in probes])
+def test_packages_told_the_truth_are_answered_as_torch_is(on_cpu, module, probe):
+    """bitsandbytes and DeepSpeed choose a backend by asking CUDA: their code (the package and its submodules) gets
+    the answers torch's own code gets, the program CUDA's."""
+
+    def asked_from(name: str):
+        return eval(f"{probe}()", {"__name__": name, "torch": torch})
+
+    program = asked_from("__main__")
+    assert program == asked_from("transformers.utils")  # other libraries are told what the program is
+    assert asked_from(module) == asked_from(f"{module}.backends.cuda") == asked_from("torch.utils") != program

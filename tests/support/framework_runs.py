@@ -14,8 +14,9 @@ Records = list[dict]
 
 
 def records(out: Path, command: list[str], timeout: float) -> Records:
-    """Run ``command`` (which writes ``out/rank<N>.json``) on a free port; the records, rank by rank."""
-    done = run(command, timeout, env={"MASTER_PORT": str(free_port())})
+    """Run ``command`` (which writes ``out/rank<N>.json``) on a free port, the Hugging Face hub offline (the
+    programs build their models from configs); the records, rank by rank."""
+    done = run(command, timeout, env={"MASTER_PORT": str(free_port()), "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 0, done.output
     found = [json.loads(path.read_text()) for path in sorted(out.glob("rank*.json"))]
     assert found, done.output

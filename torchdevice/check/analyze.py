@@ -220,6 +220,11 @@ class _Checker(ast.NodeVisitor):
         if package.policy == "standin":
             self.add(node, package.module, "info", "import", f"CUDA-only package with a stand-in: {package.why}")
             return True
+        if package.policy == "truth":  # the table's instead: what the package does, told the truth
+            self.add(node, package.module, "info", "import",
+                     f"chooses its backend by probing CUDA, and is told the truth since {package.why}: "
+                     f"{package.instead}")
+            return True
         guarded = self.guard(CATCHES_IMPORT)
         if guarded:
             self.add(node, package.module, "warning", "import",

@@ -17,9 +17,10 @@ class Package:
     module: str
     """The table's key that applies (``apex.normalization`` for ``apex.normalization.fused_layer_norm``)."""
     policy: str
-    """``blocker`` or ``standin``."""
+    """``blocker``, ``standin`` or ``truth`` (the runtime answers the package's probes of CUDA truthfully)."""
     why: str
     instead: str
+    """``blocker``: what to do instead; ``truth``: what the package does, told the truth."""
 
 
 @dataclass(frozen=True)

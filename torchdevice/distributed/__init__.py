@@ -8,6 +8,9 @@
 - ``is_nccl_available()``, ``get_backend()``, ``get_backend_config()``, ``ProcessGroup.name()``:
   CUDA's answers for the program, the truth (gloo) for torch's own code
   (:mod:`torchdevice.distributed.answers`).
+- ``all_reduce``, ``reduce``, ``reduce_scatter``..., on a group asked for NCCL: NCCL's reduce ops as
+  NCCL computes them, and its refusals (:mod:`torchdevice.distributed.reduce_ops`); the single-tensor
+  collectives take any shapes whose element counts agree, as NCCL does (:mod:`torchdevice.distributed.flat`).
 - ``DistributedDataParallel``: CUDA ``device_ids`` / ``output_device`` follow the module
   (:mod:`torchdevice.distributed.ddp`).
 - MPS target: collectives on MPS tensors are staged through the CPU
@@ -23,7 +26,7 @@ from typing import Any
 import torch
 
 from torchdevice.device.target import Target
-from torchdevice.distributed import answers, ddp, groups, staging
+from torchdevice.distributed import answers, ddp, flat, groups, reduce_ops, staging
 from torchdevice.patching import Patcher
 
 
@@ -39,6 +42,8 @@ def activate(patcher: Patcher, target: Target, options: dict[str, Any]) -> None:
         patcher.set(c10d, name, wrapped)
         patcher.set(torch.distributed, name, wrapped)
     answers.patch(patcher)
+    reduce_ops.patch(patcher)
+    flat.patch(patcher)
     patcher.set(DistributedDataParallel, "__init__",
                 ddp.on_module_device(DistributedDataParallel.__init__, options.get("devices", 1)))
     if target.device.type != "cpu":

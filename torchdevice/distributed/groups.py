@@ -123,6 +123,22 @@ def asked_for(group: Any) -> tuple[str, str] | None:
         return None
 
 
+def nccl_call_group(group: Any, *tensors: Any) -> Any:
+    """The group of a collective on ``tensors`` that runs as NCCL would: plain tensors (a subclass's
+    ``__torch_function__`` comes back with plain ones), a group asked for NCCL that this rank is in, no
+    coalescing manager open on it. None for the calls the collective handles as it is."""
+    import torch
+    import torch.distributed.distributed_c10d as c10d
+    from torch.overrides import has_torch_function
+
+    if not tensors or not all(isinstance(t, torch.Tensor) for t in tensors) or has_torch_function(tensors):
+        return None
+    if c10d._rank_not_in_group(group):
+        return None
+    chosen = c10d._group_or_default_group(group)
+    return chosen if asked_for(chosen) is not None and chosen not in c10d._world.pg_coalesce_state else None
+
+
 @functools.cache
 def _settle_at_exit() -> None:
     """Register (once) the exit handler described in the module's docstring."""

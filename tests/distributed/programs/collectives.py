@@ -72,6 +72,34 @@ def collectives(group: dist.ProcessGroup | None) -> None:
     dist.barrier(group=group, device_ids=[local_rank])
 
 
+def shapes() -> None:
+    """NCCL's single-tensor collectives count elements: a stacked output, a 0-d input, (4, 1) into (8,)."""
+    stacked = torch.empty(world, 3, device=device)
+    dist.all_gather_into_tensor(stacked, torch.full((3,), float(rank), device=device))
+    check("all_gather_into_tensor stacked", stacked, ranks[:, None].expand(world, 3))
+    flat = torch.empty(world, device=device)
+    dist.all_gather_into_tensor(flat, torch.tensor(float(rank), device=device))
+    check("all_gather_into_tensor 0-d", flat, ranks)
+    flat = torch.empty(4 * world, device=device)  # accelerate's gather on NCCL
+    work = dist.all_gather_into_tensor(flat, torch.full((4, 1), float(rank), device=device), async_op=True)
+    work.wait()
+    check("all_gather_into_tensor (4, 1)", flat, ranks.repeat_interleave(4))
+    out = torch.empty(2, 1, device=device)
+    dist.reduce_scatter_tensor(out, (base := torch.arange(2.0 * world)).to(device) + rank)
+    check("reduce_scatter_tensor (2, 1)", out, (world * base + ranks.sum())[2 * rank: 2 * rank + 2, None])
+    for call, message in ((lambda: dist.all_gather_into_tensor(torch.empty(3, device=device),
+                                                               torch.ones(2, device=device)), "world_size times"),
+                          (lambda: dist.reduce_scatter_tensor(torch.empty(3, device=device),
+                                                              torch.ones(2, device=device)), "output size times")):
+        try:
+            call()
+        except ValueError as error:  # raised at the call, as NCCL does, before anything is sent
+            assert message in str(error), error
+        else:
+            raise AssertionError("NCCL refuses element counts that do not add up")
+
+
+shapes()
 collectives(None)
 collectives(pair)
 collectives(pair_mapped)

@@ -22,10 +22,17 @@ def training(local_rank: int, seed: int) -> None:
     gathered = idist.all_gather(torch.tensor([float(rank)], device=device))
     chosen = idist.broadcast(weights * (rank + 1), src=1)
     objects = idist.all_gather({"rank": rank})
+    largest = idist.all_reduce(torch.tensor([rank + 2, 7 - rank], device=device), op="MAX")
+    try:  # ignite's "AND" is ReduceOp.BAND, which NCCL refuses
+        idist.all_reduce(torch.ones(2, dtype=torch.int32, device=device), op="AND")
+        refused = ""
+    except ValueError as error:
+        refused = str(error)
     line = json.dumps({
         "rank": rank, "local_rank": local_rank, "world": world, "backend": idist.backend(),
         "device": str(device), "cuda_device": torch.cuda.current_device(), "summed": summed.tolist(),
         "gathered": gathered.tolist(), "chosen": chosen.tolist(), "weights": weights.tolist(), "objects": objects,
+        "largest": largest.tolist(), "refused": refused,
     })
     os.write(1, f"{line}\n".encode())  # one write: the ranks' lines do not interleave
 

@@ -1,8 +1,12 @@
 """A regression model trained with Hugging Face accelerate, as its examples write it.
 
 ``accelerate launch --multi_gpu --num_processes 2 accelerate_train.py OUT_DIR`` (or ``python
-accelerate_train.py OUT_DIR [--cpu]`` for one process). The global batch is 16 samples, split over the
-processes; each process writes ``OUT_DIR/rank<N>.json``: its device, its losses and the trained weights.
+accelerate_train.py OUT_DIR [--cpu]`` for one process, ``torchrun --nproc_per_node 2 accelerate_train.py OUT_DIR
+--cpu`` for two CPU processes). The global batch is 16 samples, split over the processes; each process writes
+``OUT_DIR/rank<N>.json``: its device, its losses, the trained weights, then an evaluation as accelerate's
+examples write it: the predictions of the 10 evaluation samples gathered with ``gather_for_metrics`` (the
+samples the last batch repeats dropped), a torchmetrics metric synced across the processes, and
+``accelerator.reduce`` of integers (sum) and floats (mean).
 """
 
 import argparse
@@ -10,6 +14,7 @@ import json
 import os
 
 import torch
+import torchmetrics
 from accelerate import Accelerator
 from accelerate.utils import set_seed
 from torch import nn
@@ -44,11 +49,28 @@ if __name__ == "__main__":
             optimizer.step()
             losses.append(accelerator.reduce(loss.detach(), reduction="mean").item())
 
+    evaluation = DataLoader(TensorDataset(x[:10] + 0.5, y[:10]), batch_size=4)
+    evaluation = accelerator.prepare(evaluation)
+    model.eval()
+    error = torchmetrics.MeanSquaredError().to(accelerator.device)
+    gathered = []
+    for inputs, targets in evaluation:
+        with torch.no_grad():
+            predictions = model(inputs)
+        error.update(predictions, targets)
+        gathered.append(accelerator.gather_for_metrics((predictions, targets)))
+    rank = accelerator.process_index
+    reduced = {"sum": accelerator.reduce(torch.tensor([rank + 1, 7], device=accelerator.device), "sum").tolist(),
+               "mean": accelerator.reduce(torch.tensor([rank + 0.5, 3.0], device=accelerator.device), "mean").tolist()}
+
     weights = [p.detach().cpu().flatten().tolist() for p in accelerator.unwrap_model(model).parameters()]
     record = {"rank": accelerator.process_index, "processes": accelerator.num_processes,
               "device": str(accelerator.device), "distributed": str(accelerator.distributed_type),
               "backend": accelerator.state.backend, "losses": losses, "weights": weights,
-              "initial_kept": all(torch.equal(initial[k], kept[k]) for k in kept)}
+              "initial_kept": all(torch.equal(initial[k], kept[k]) for k in kept),
+              "predictions": torch.cat([p for p, _ in gathered]).flatten().tolist(),
+              "targets": torch.cat([t for _, t in gathered]).flatten().tolist(),
+              "error": error.compute().item(), "reduced": reduced}
     with open(os.path.join(args.out, f"rank{accelerator.process_index}.json"), "w") as out:
         json.dump(record, out)
     accelerator.end_training()
