@@ -15,6 +15,8 @@ from torchdevice.source import files
 from torchdevice.source.parsing import parse_ast
 from torchdevice.source.pool import parallel
 
+pytestmark = pytest.mark.processes  # the checker's worker pool
+
 HERE = Path(__file__).resolve().parent
 TARGETS = ("mps", "cpu")
 """``mps-sim`` looks for what ``mps`` does."""
