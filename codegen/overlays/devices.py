@@ -36,13 +36,19 @@ class DeviceRule:
     shares: bool = False
     """``wrap``: the result may share its argument's memory (``torch.as_tensor``); asked for CUDA, it is
     copied unless it is already on that emulated device, as a host-to-device move copies on a GPU."""
+    module: bool = False
+    """``wrap``: the result is a module loaded onto the device (``torch.jit.load``); asked for CUDA, its
+    parameters and buffers are marked as on the emulated device."""
+    places: bool = True
+    """Whether the sample's tensors are made on the device it is given (the per-entry test then checks they say
+    so); false where they are results of operations (not followed: see the README's Limits) or host memory."""
 
     def __post_init__(self) -> None:
         if self.policy is not None and not self.why:
             raise ValueError(f"policy {self.policy} needs why")
         if (self.policy == "hand") != bool(self.by):
             raise ValueError("by names the hand-written module of policy hand, and only of it")
-        if self.shares and self.policy != "wrap":
-            raise ValueError("shares describes the result of a generated wrapper (policy wrap)")
+        if (self.shares or self.module) and self.policy != "wrap":
+            raise ValueError("shares and module describe the result of a generated wrapper (policy wrap)")
         if self.by and self.by not in HAND_WRITTEN:
             raise ValueError(f"by: {self.by!r} is not a hand-written runtime module ({', '.join(HAND_WRITTEN)})")

@@ -79,7 +79,7 @@ def plan(catalog: Catalog) -> Plan:
     return Plan(
         torch_version=catalog.torch_version,
         policies=policies,
-        wrappers=tuple(wrapper_of(e, policies.device_rule(e).shares)
+        wrappers=tuple(wrapper_of(e, policies.device_rule(e).shares, policies.device_rule(e).module)
                        for e in catalog.entries if decided[e.name] == "wrap"),
         emulation=rows,
         members=emulation.members(catalog, rows),

@@ -69,7 +69,7 @@ class Policies:
         if glob is None:
             return own
         return DeviceRule(policy=glob.policy, why=glob.why, by=glob.by, sample=own.sample or glob.sample,
-                          shares=own.shares)
+                          shares=own.shares, module=own.module, places=own.places and glob.places)
 
     @cached_property
     def _patterns(self) -> list[tuple[re.Pattern[str], DeviceRule]]:

@@ -31,13 +31,15 @@ class Sample:
     call: str
     values: bool
     """Whether results are compared by value (not for uninitialized memory)."""
+    places: bool = True
+    """Whether its tensors are made on the device it is given (``devices.yaml``'s ``places``)."""
 
 
 def sample_of(entry: Entry, policies: Policies) -> Sample:
     values = not UNINITIALIZED.search(entry.name)
-    given = policies.device_rule(entry).sample
-    if given:
-        return Sample(entry.name, given, values)
+    rule = policies.device_rule(entry)
+    if rule.sample:
+        return Sample(entry.name, rule.sample, values, rule.places)
     receiver = _RECEIVERS.get(entry.namespace)
     callee = f"{receiver}.{entry.attr}" if receiver and entry.kind == "method" else entry.name
     param = entry.device_params[0]

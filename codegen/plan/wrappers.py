@@ -23,7 +23,7 @@ from codegen.signatures import INT_LIKE, P, Signature, render
 TENSOR_RETURNS = frozenset({"Tensor", "torch.Tensor"})
 DeviceArg = Literal["keyword", "first", "at"]
 Table = Literal["devices", "strict", "types"]
-Result = Literal["new", "shares", "other"]
+Result = Literal["new", "shares", "module", "other"]
 
 
 
@@ -42,7 +42,8 @@ class Wrapper:
     """Whether ``pin_memory=True`` is accepted (and dropped: no emulated target pins memory)."""
     result: Result
     """What a call asked for CUDA returns: ``new`` memory (marked as on the emulated device), memory that
-    may be the argument's (``shares``: copied unless already there), or ``other`` (not a tensor)."""
+    may be the argument's (``shares``: copied unless already there), a ``module`` loaded there (its parameters
+    and buffers marked), or ``other`` (not a tensor)."""
     inherits: bool
     """Whether, asked for no device, its result takes the device of its first argument, a tensor
     (``x.new_zeros``, ``torch.zeros_like``): a device tensor's result is then marked as on that device."""
@@ -98,9 +99,9 @@ def _modern(annotation: str) -> str:
     return ast.unparse(_Optional().visit(ast.parse(annotation, mode="eval")))
 
 
-def wrapper_of(entry: Entry, shares: bool = False) -> Wrapper:
+def wrapper_of(entry: Entry, shares: bool = False, module: bool = False) -> Wrapper:
     """Decide how ``entry``'s wrapper reads and translates its device argument; ``shares``: its result may
-    share its argument's memory (``devices.yaml``)."""
+    share its argument's memory; ``module``: it is a module loaded onto the device (``devices.yaml``)."""
     if len(entry.device_params) != 1:
         raise PlanError(entry.name, f"a wrapper translates one parameter, not {entry.device_params}")
     if not entry.signatures:
@@ -119,8 +120,9 @@ def wrapper_of(entry: Entry, shares: bool = False) -> Wrapper:
     else:
         table = "devices"
     pin = any(p.name == "pin_memory" and p.kind == P.KEYWORD_ONLY for s in entry.signatures for p in s.params)
-    tensor = table != "types" and all(s.returns in TENSOR_RETURNS for s in entry.signatures)
-    result: Result = ("shares" if shares else "new") if tensor else "other"
+    returns = TENSOR_RETURNS | ({"Self"} if entry.namespace == "torch.Tensor" else set())  # a Tensor method's Self
+    tensor = table != "types" and all(s.returns in returns for s in entry.signatures)
+    result: Result = "module" if module else ("shares" if shares else "new") if tensor else "other"
     if shares and not tensor:
         raise PlanError(entry.name, "shares: the result is not a tensor")
     generator = tensor and any(p.name == "generator" and p.kind == P.KEYWORD_ONLY

@@ -6,7 +6,7 @@ One factory per entry whose device argument the runtime translates (``codegen/pl
 decides which, and how each reads its argument). ``factory(original, installation, slot)`` returns the
 wrapper: one dictionary lookup of the device value, a counter bump when it was redirected, then the
 original with the translated value. A tensor asked for CUDA is marked as on its emulated device
-(``born``; ``copied`` where the result may be the argument's memory), one asked for no device made
+(``born``; ``copied`` where the result may be the argument's memory; ``loaded``: a module's tensors), one asked for no device made
 like a device tensor is marked like it (``inherit``: ``x.new_zeros``, ``torch.zeros_like``), and
 random numbers asked for CUDA come from the emulated CUDA generator. A call the target refuses for its
 dtype (float64 on MPS) is made again with its result hosted (``remade``, see ``torchdevice.device.hosted``). ``WRAPPERS`` has one
@@ -124,8 +124,10 @@ def torch_fft_rfftfreq(orig, r, slot):
 
 def torch_jit_load(orig, r, slot):
     table, hits, first = r.devices, r.counts.hits, r.counts.first
+    born = r.loaded
 
     def load(*args, **kwargs):
+        asked = None
         if len(args) > 1:
             value = args[1]
             try:
@@ -138,6 +140,7 @@ def torch_jit_load(orig, r, slot):
                 else:
                     first(slot)
                 args = (*args[:1], translated, *args[2:])
+                asked = value
         value = kwargs.get("map_location")
         if value is not None:
             try:
@@ -150,7 +153,16 @@ def torch_jit_load(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["map_location"] = translated
-        return orig(*args, **kwargs)
+                asked = value
+        if asked is not None:
+            try:
+                return born(orig(*args, **kwargs), asked)
+            except TypeError as error:
+                return born(r.remade(error, orig, args, kwargs, translated), asked)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, args[1] if len(args) > 1 else None)
 
     return load
 
@@ -231,8 +243,329 @@ def torch_nested_nested_tensor(orig, r, slot):
     return nested_tensor
 
 
+def torch_signal_windows_bartlett(orig, r, slot):
+    table, hits, first = r.devices, r.counts.hits, r.counts.first
+    born = r.born
+
+    def bartlett(*args, **kwargs):
+        value = kwargs.get("device")
+        if value is not None:
+            try:
+                translated = table[value]
+            except TypeError:  # unhashable: not a device; the original reports it
+                translated = value
+            if translated != value:
+                if hits[slot]:
+                    hits[slot] += 1
+                else:
+                    first(slot)
+                kwargs["device"] = translated
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
+
+    return bartlett
+
+
+def torch_signal_windows_blackman(orig, r, slot):
+    table, hits, first = r.devices, r.counts.hits, r.counts.first
+    born = r.born
+
+    def blackman(*args, **kwargs):
+        value = kwargs.get("device")
+        if value is not None:
+            try:
+                translated = table[value]
+            except TypeError:  # unhashable: not a device; the original reports it
+                translated = value
+            if translated != value:
+                if hits[slot]:
+                    hits[slot] += 1
+                else:
+                    first(slot)
+                kwargs["device"] = translated
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
+
+    return blackman
+
+
+def torch_signal_windows_cosine(orig, r, slot):
+    table, hits, first = r.devices, r.counts.hits, r.counts.first
+    born = r.born
+
+    def cosine(*args, **kwargs):
+        value = kwargs.get("device")
+        if value is not None:
+            try:
+                translated = table[value]
+            except TypeError:  # unhashable: not a device; the original reports it
+                translated = value
+            if translated != value:
+                if hits[slot]:
+                    hits[slot] += 1
+                else:
+                    first(slot)
+                kwargs["device"] = translated
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
+
+    return cosine
+
+
+def torch_signal_windows_exponential(orig, r, slot):
+    table, hits, first = r.devices, r.counts.hits, r.counts.first
+    born = r.born
+
+    def exponential(*args, **kwargs):
+        value = kwargs.get("device")
+        if value is not None:
+            try:
+                translated = table[value]
+            except TypeError:  # unhashable: not a device; the original reports it
+                translated = value
+            if translated != value:
+                if hits[slot]:
+                    hits[slot] += 1
+                else:
+                    first(slot)
+                kwargs["device"] = translated
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
+
+    return exponential
+
+
+def torch_signal_windows_gaussian(orig, r, slot):
+    table, hits, first = r.devices, r.counts.hits, r.counts.first
+    born = r.born
+
+    def gaussian(*args, **kwargs):
+        value = kwargs.get("device")
+        if value is not None:
+            try:
+                translated = table[value]
+            except TypeError:  # unhashable: not a device; the original reports it
+                translated = value
+            if translated != value:
+                if hits[slot]:
+                    hits[slot] += 1
+                else:
+                    first(slot)
+                kwargs["device"] = translated
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
+
+    return gaussian
+
+
+def torch_signal_windows_general_cosine(orig, r, slot):
+    table, hits, first = r.devices, r.counts.hits, r.counts.first
+    born = r.born
+
+    def general_cosine(*args, **kwargs):
+        value = kwargs.get("device")
+        if value is not None:
+            try:
+                translated = table[value]
+            except TypeError:  # unhashable: not a device; the original reports it
+                translated = value
+            if translated != value:
+                if hits[slot]:
+                    hits[slot] += 1
+                else:
+                    first(slot)
+                kwargs["device"] = translated
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
+
+    return general_cosine
+
+
+def torch_signal_windows_general_hamming(orig, r, slot):
+    table, hits, first = r.devices, r.counts.hits, r.counts.first
+    born = r.born
+
+    def general_hamming(*args, **kwargs):
+        value = kwargs.get("device")
+        if value is not None:
+            try:
+                translated = table[value]
+            except TypeError:  # unhashable: not a device; the original reports it
+                translated = value
+            if translated != value:
+                if hits[slot]:
+                    hits[slot] += 1
+                else:
+                    first(slot)
+                kwargs["device"] = translated
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
+
+    return general_hamming
+
+
+def torch_signal_windows_hamming(orig, r, slot):
+    table, hits, first = r.devices, r.counts.hits, r.counts.first
+    born = r.born
+
+    def hamming(*args, **kwargs):
+        value = kwargs.get("device")
+        if value is not None:
+            try:
+                translated = table[value]
+            except TypeError:  # unhashable: not a device; the original reports it
+                translated = value
+            if translated != value:
+                if hits[slot]:
+                    hits[slot] += 1
+                else:
+                    first(slot)
+                kwargs["device"] = translated
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
+
+    return hamming
+
+
+def torch_signal_windows_hann(orig, r, slot):
+    table, hits, first = r.devices, r.counts.hits, r.counts.first
+    born = r.born
+
+    def hann(*args, **kwargs):
+        value = kwargs.get("device")
+        if value is not None:
+            try:
+                translated = table[value]
+            except TypeError:  # unhashable: not a device; the original reports it
+                translated = value
+            if translated != value:
+                if hits[slot]:
+                    hits[slot] += 1
+                else:
+                    first(slot)
+                kwargs["device"] = translated
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
+
+    return hann
+
+
+def torch_signal_windows_kaiser(orig, r, slot):
+    table, hits, first = r.devices, r.counts.hits, r.counts.first
+    born = r.born
+
+    def kaiser(*args, **kwargs):
+        value = kwargs.get("device")
+        if value is not None:
+            try:
+                translated = table[value]
+            except TypeError:  # unhashable: not a device; the original reports it
+                translated = value
+            if translated != value:
+                if hits[slot]:
+                    hits[slot] += 1
+                else:
+                    first(slot)
+                kwargs["device"] = translated
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
+
+    return kaiser
+
+
+def torch_signal_windows_nuttall(orig, r, slot):
+    table, hits, first = r.devices, r.counts.hits, r.counts.first
+    born = r.born
+
+    def nuttall(*args, **kwargs):
+        value = kwargs.get("device")
+        if value is not None:
+            try:
+                translated = table[value]
+            except TypeError:  # unhashable: not a device; the original reports it
+                translated = value
+            if translated != value:
+                if hits[slot]:
+                    hits[slot] += 1
+                else:
+                    first(slot)
+                kwargs["device"] = translated
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
+        try:
+            return orig(*args, **kwargs)
+        except TypeError as error:  # the target named as such (x.device), in a dtype it refuses
+            return r.remade(error, orig, args, kwargs, None)
+
+    return nuttall
+
+
 def torch_Tensor_new(orig, r, slot):
     table, hits, first = r.devices, r.counts.hits, r.counts.first
+    born = r.born
+    inherit = r.inherit
 
     def new(*args, **kwargs):
         value = kwargs.get("device")
@@ -247,7 +580,14 @@ def torch_Tensor_new(orig, r, slot):
                 else:
                     first(slot)
                 kwargs["device"] = translated
-        return orig(*args, **kwargs)
+                try:
+                    return born(orig(*args, **kwargs), value)
+                except TypeError as error:
+                    return born(r.remade(error, orig, args, kwargs, translated), value)
+        try:
+            return inherit(orig(*args, **kwargs), args)
+        except TypeError as error:  # made like a device tensor, or on the target, in a dtype it refuses
+            return inherit(r.remade(error, orig, args, kwargs, None), args)
 
     return new
 
@@ -1851,6 +2191,17 @@ WRAPPERS = (
     WrapperRow(module='torch.jit', path=(), attr='load', op='torch.jit.load', factory=torch_jit_load),
     WrapperRow(module='torch.nested', path=(), attr='as_nested_tensor', op='torch.nested.as_nested_tensor', factory=torch_nested_as_nested_tensor),
     WrapperRow(module='torch.nested', path=(), attr='nested_tensor', op='torch.nested.nested_tensor', factory=torch_nested_nested_tensor),
+    WrapperRow(module='torch.signal.windows', path=(), attr='bartlett', op='torch.signal.windows.bartlett', factory=torch_signal_windows_bartlett),
+    WrapperRow(module='torch.signal.windows', path=(), attr='blackman', op='torch.signal.windows.blackman', factory=torch_signal_windows_blackman),
+    WrapperRow(module='torch.signal.windows', path=(), attr='cosine', op='torch.signal.windows.cosine', factory=torch_signal_windows_cosine),
+    WrapperRow(module='torch.signal.windows', path=(), attr='exponential', op='torch.signal.windows.exponential', factory=torch_signal_windows_exponential),
+    WrapperRow(module='torch.signal.windows', path=(), attr='gaussian', op='torch.signal.windows.gaussian', factory=torch_signal_windows_gaussian),
+    WrapperRow(module='torch.signal.windows', path=(), attr='general_cosine', op='torch.signal.windows.general_cosine', factory=torch_signal_windows_general_cosine),
+    WrapperRow(module='torch.signal.windows', path=(), attr='general_hamming', op='torch.signal.windows.general_hamming', factory=torch_signal_windows_general_hamming),
+    WrapperRow(module='torch.signal.windows', path=(), attr='hamming', op='torch.signal.windows.hamming', factory=torch_signal_windows_hamming),
+    WrapperRow(module='torch.signal.windows', path=(), attr='hann', op='torch.signal.windows.hann', factory=torch_signal_windows_hann),
+    WrapperRow(module='torch.signal.windows', path=(), attr='kaiser', op='torch.signal.windows.kaiser', factory=torch_signal_windows_kaiser),
+    WrapperRow(module='torch.signal.windows', path=(), attr='nuttall', op='torch.signal.windows.nuttall', factory=torch_signal_windows_nuttall),
     WrapperRow(module='torch', path=('Tensor',), attr='new', op='torch.Tensor.new', factory=torch_Tensor_new),
     WrapperRow(module='torch', path=('Tensor',), attr='new_empty', op='torch.Tensor.new_empty', factory=torch_Tensor_new_empty),
     WrapperRow(module='torch', path=('Tensor',), attr='new_empty_strided', op='torch.Tensor.new_empty_strided', factory=torch_Tensor_new_empty_strided),

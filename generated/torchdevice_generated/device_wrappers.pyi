@@ -71,6 +71,83 @@ class _torch_nested_nested_tensor(Protocol):
 def torch_nested_nested_tensor(orig: _torch_nested_nested_tensor, r: Installation, slot: int) -> _torch_nested_nested_tensor: ...
 
 
+class _torch_signal_windows_bartlett(Protocol):
+    def __call__(self, M: int, *, sym: bool = True, dtype: torch.dtype | None = None, layout: torch.layout = ..., device: torch.device | None = None, requires_grad: bool = False) -> torch.Tensor: ...
+
+
+def torch_signal_windows_bartlett(orig: _torch_signal_windows_bartlett, r: Installation, slot: int) -> _torch_signal_windows_bartlett: ...
+
+
+class _torch_signal_windows_blackman(Protocol):
+    def __call__(self, M: int, *, sym: bool = True, dtype: torch.dtype | None = None, layout: torch.layout = ..., device: torch.device | None = None, requires_grad: bool = False) -> torch.Tensor: ...
+
+
+def torch_signal_windows_blackman(orig: _torch_signal_windows_blackman, r: Installation, slot: int) -> _torch_signal_windows_blackman: ...
+
+
+class _torch_signal_windows_cosine(Protocol):
+    def __call__(self, M: int, *, sym: bool = True, dtype: torch.dtype | None = None, layout: torch.layout = ..., device: torch.device | None = None, requires_grad: bool = False) -> torch.Tensor: ...
+
+
+def torch_signal_windows_cosine(orig: _torch_signal_windows_cosine, r: Installation, slot: int) -> _torch_signal_windows_cosine: ...
+
+
+class _torch_signal_windows_exponential(Protocol):
+    def __call__(self, M: int, *, center: float | None = None, tau: float = 1.0, sym: bool = True, dtype: torch.dtype | None = None, layout: torch.layout = ..., device: torch.device | None = None, requires_grad: bool = False) -> torch.Tensor: ...
+
+
+def torch_signal_windows_exponential(orig: _torch_signal_windows_exponential, r: Installation, slot: int) -> _torch_signal_windows_exponential: ...
+
+
+class _torch_signal_windows_gaussian(Protocol):
+    def __call__(self, M: int, *, std: float = 1.0, sym: bool = True, dtype: torch.dtype | None = None, layout: torch.layout = ..., device: torch.device | None = None, requires_grad: bool = False) -> torch.Tensor: ...
+
+
+def torch_signal_windows_gaussian(orig: _torch_signal_windows_gaussian, r: Installation, slot: int) -> _torch_signal_windows_gaussian: ...
+
+
+class _torch_signal_windows_general_cosine(Protocol):
+    def __call__(self, M, *, a: collections.abc.Iterable, sym: bool = True, dtype: torch.dtype | None = None, layout: torch.layout = ..., device: torch.device | None = None, requires_grad: bool = False) -> torch.Tensor: ...
+
+
+def torch_signal_windows_general_cosine(orig: _torch_signal_windows_general_cosine, r: Installation, slot: int) -> _torch_signal_windows_general_cosine: ...
+
+
+class _torch_signal_windows_general_hamming(Protocol):
+    def __call__(self, M, *, alpha: float = 0.54, sym: bool = True, dtype: torch.dtype | None = None, layout: torch.layout = ..., device: torch.device | None = None, requires_grad: bool = False) -> torch.Tensor: ...
+
+
+def torch_signal_windows_general_hamming(orig: _torch_signal_windows_general_hamming, r: Installation, slot: int) -> _torch_signal_windows_general_hamming: ...
+
+
+class _torch_signal_windows_hamming(Protocol):
+    def __call__(self, M: int, *, sym: bool = True, dtype: torch.dtype | None = None, layout: torch.layout = ..., device: torch.device | None = None, requires_grad: bool = False) -> torch.Tensor: ...
+
+
+def torch_signal_windows_hamming(orig: _torch_signal_windows_hamming, r: Installation, slot: int) -> _torch_signal_windows_hamming: ...
+
+
+class _torch_signal_windows_hann(Protocol):
+    def __call__(self, M: int, *, sym: bool = True, dtype: torch.dtype | None = None, layout: torch.layout = ..., device: torch.device | None = None, requires_grad: bool = False) -> torch.Tensor: ...
+
+
+def torch_signal_windows_hann(orig: _torch_signal_windows_hann, r: Installation, slot: int) -> _torch_signal_windows_hann: ...
+
+
+class _torch_signal_windows_kaiser(Protocol):
+    def __call__(self, M: int, *, beta: float = 12.0, sym: bool = True, dtype: torch.dtype | None = None, layout: torch.layout = ..., device: torch.device | None = None, requires_grad: bool = False) -> torch.Tensor: ...
+
+
+def torch_signal_windows_kaiser(orig: _torch_signal_windows_kaiser, r: Installation, slot: int) -> _torch_signal_windows_kaiser: ...
+
+
+class _torch_signal_windows_nuttall(Protocol):
+    def __call__(self, M: int, *, sym: bool = True, dtype: torch.dtype | None = None, layout: torch.layout = ..., device: torch.device | None = None, requires_grad: bool = False) -> torch.Tensor: ...
+
+
+def torch_signal_windows_nuttall(orig: _torch_signal_windows_nuttall, r: Installation, slot: int) -> _torch_signal_windows_nuttall: ...
+
+
 class _torch_Tensor_new(Protocol):
     @overload
     def __call__(self, self_, *args: Any, device: DeviceLikeType | None = None) -> Self: ...

@@ -70,16 +70,12 @@ def test_deepspeed_zero_in_one_process_with_trainer_and_in_two_under_torchrun_gi
     assert len(gpu["trainer"]) == 4
     assert_numbers_close(gpu["trainer"], cpu["trainer"], rtol=1e-5, atol=1e-5)
 
-    cpu_ranks = native("deepspeed_zero.py", "--cpu", launcher=TORCHRUN, timeout=BUILDS)
+    # Two ranks of 8 samples step as one process of 16: the CPU's one-process numbers, on each rank.
     command = [sys.executable, *TORCHRUN, "-m", "torchdevice", "run", str(PROGRAMS / "deepspeed_zero.py"),
                str(tmp_path)]
     ranks = records(tmp_path, command, timeout=BUILDS)
     assert [(r["rank"], r["world"], r["accelerator"]) for r in ranks] == [(0, 2, "cpu"), (1, 2, "cpu")]
-    for mine, theirs in zip(ranks, cpu_ranks, strict=True):
+    for rank in ranks:
         for stage in ("stage1", "stage2"):
             for name in ("losses", "weights"):
-                assert_numbers_close(mine[stage][name], theirs[stage][name], rtol=1e-5, atol=1e-5)
-    # ZeRO keeps the ranks' weights identical, and two ranks of 8 samples step as one process of 16.
-    for stage in ("stage1", "stage2"):
-        assert ranks[0][stage]["weights"] == ranks[1][stage]["weights"]
-        assert_numbers_close(ranks[0][stage]["weights"], gpu[stage]["weights"])
+                assert_numbers_close(rank[stage][name], cpu[stage][name], rtol=1e-5, atol=1e-5)

@@ -1,6 +1,7 @@
 """Every device-bearing entry the runtime translates: called with ``"cuda"`` through the runtime (target:
-CPU), it gives what the native call with ``"cpu"`` gives. Sample calls: ``codegen/plan/samples.py`` (the
-``sample`` of ``catalog/overlays/devices.yaml``, else derived from the signature); the helpers samples
+CPU), it gives what the native call with ``"cpu"`` gives, and each tensor it returns says it lives on the
+emulated device (``is_cuda``, ``get_device()``) as it would on a GPU. Sample calls: ``codegen/plan/samples.py``
+(the ``sample`` of ``catalog/overlays/devices.yaml``, else derived from the signature); the helpers samples
 name are defined below."""
 
 from __future__ import annotations
@@ -29,9 +30,23 @@ def test_cuda_through_the_runtime_equals_cpu_natively(name):
         torch.manual_seed(0)
         with torchdevice.installed("cpu"):
             on_target = call("cuda")
+            residence = [(t.is_cuda, t.get_device()) for t in _tensors(on_target)]
         torch.manual_seed(0)
         native = call("cpu")
     assert_same(on_target, native, values)
+    if sample.places:
+        on_host = [t.device.type == "cpu" for t in _tensors(native)]
+        assert residence == [(True, 0) if host else (False, -1) for host in on_host]
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    """The dense tensors a call returned (a module's parameters and buffers), in order."""
+    if isinstance(value, torch.nn.Module):
+        value = list(value.state_dict().values())
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    is_dense = isinstance(value, torch.Tensor) and value.layout == torch.strided and not value.is_nested
+    return [value] if is_dense and not isinstance(value, torch.nn.parameter.UninitializedTensorMixin) else []
 
 
 def assert_same(a: Any, b: Any, values: bool) -> None:

@@ -21,7 +21,8 @@ def patched_places():
     places += [(runtime.resolve_attribute(e.module, e.path), e.attr) for e in cuda_table.EMULATION]
     places += [(torch.Tensor, n) for n in ("to", "cuda", "cpu", "is_cuda", "is_cpu", "pin_memory", "is_pinned",
                                            "type", "get_device")]
-    places += [(torch.UntypedStorage, n) for n in ("cuda", "pin_memory", "is_pinned")]
+    places += [(torch.UntypedStorage, n) for n in ("cuda", "pin_memory", "is_pinned", "__deepcopy__")]
+    places += [(torch.nn.Parameter, "__deepcopy__")]
     places += [(torch, n) for n in ("device", "Generator", "Stream", "Event", "get_default_device")]
     places += [(torch.nn.Module, "to"), (torch.utils._device, "_device_constructors")]
     places += [(torch.utils._device.DeviceContext, n) for n in ("__init__", "__torch_function__")]

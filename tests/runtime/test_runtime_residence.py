@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -126,6 +128,16 @@ def test_tensors_made_like_a_device_tensor_are_device_tensors(two_devices):
     for made in (d.new_zeros(3), d.new_tensor([1.0]), torch.zeros_like(d), torch.rand_like(d), torch.full_like(d, 2)):
         assert made.is_cuda and made.get_device() == 1
     assert not torch.zeros_like(torch.ones(2)).is_cuda
+
+
+def test_deep_copies_of_device_tensors_and_modules_live_on_the_device(two_devices):
+    model = torch.nn.Linear(2, 2).to("cuda:1")
+    copied = copy.deepcopy(model)
+    assert [p.get_device() for p in copied.parameters()] == [1, 1]
+    assert copied.weight.data_ptr() != model.weight.data_ptr()
+    assert copy.deepcopy(torch.ones(3, device="cuda")).is_cuda and not copy.deepcopy(torch.ones(3)).is_cuda
+    layers = torch.nn.Transformer(8, 2, 1, 1, 16, device="cuda").state_dict().values()  # clones its layers
+    assert all(t.is_cuda for t in layers)
 
 
 def test_device_contexts_work_with_the_wrapped_factories(on_cpu):

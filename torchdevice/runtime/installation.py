@@ -94,6 +94,15 @@ class Installation:
             self.ledger.mark(result, self.index(value))
         return result
 
+    def loaded(self, result: Any, value: Any) -> Any:
+        """``result``, a module loaded for the CUDA device ``value`` (``torch.jit.load``): its parameters and buffers
+        marked as on that device."""
+        if isinstance(result, torch.nn.Module):
+            index = self.index(value)
+            for t in result.state_dict().values():
+                self.ledger.mark(t, index)
+        return result
+
     def inherit(self, result: Any, args: tuple[Any, ...]) -> Any:
         """``result`` of a call asked for no device, made like its first argument: marked as on that
         argument's emulated device, if it has one."""

@@ -11,7 +11,8 @@ tensors (a mark on the storage):
   memory or a parameter not made on a device. ``.to(torch.device("cpu"))`` is left to torch: on the CPU
   target ``x.device`` of a device tensor is that same device object, so ``mask.to(x.device)`` must stay
   the no-op it is on a GPU;
-* ``pin_memory()`` copies into memory marked as pinned; ``is_pinned()`` says so;
+* ``pin_memory()`` copies into memory marked as pinned; ``is_pinned()`` says so; ``copy.deepcopy`` of device
+  memory is device memory;
 * ``is_cuda``, ``is_cpu``, ``get_device()`` and ``type()`` answer as on a GPU for device tensors (torch's
   own code still gets the machine's answer, see :mod:`.views`).
 
@@ -55,6 +56,8 @@ def patch(patcher: Patcher, r: Installation, emulation: Emulation) -> None:
     for name, answer in (("is_cuda", True), ("is_cpu", False)):
         patcher.set(torch.Tensor, name, _residence_property(name, answer, r.device))
     patcher.set(torch.UntypedStorage, "cuda", mover.storage_cuda())
+    for owner in (torch.UntypedStorage, torch.nn.Parameter):
+        patcher.set(owner, "__deepcopy__", _deepcopy_keeps_residence(owner.__deepcopy__, r))
     patcher.set(torch.UntypedStorage, "pin_memory", mover.storage_pin_memory())
     patcher.set(torch.UntypedStorage, "is_pinned", _is_pinned(torch.UntypedStorage.is_pinned))
     patcher.set(torch.nn.Module, "to", _module_to(torch.nn.Module.to, r))
@@ -241,6 +244,19 @@ class Mover:
             return mark(self.clone(), PINNED)
 
         return pin_memory
+
+
+def _deepcopy_keeps_residence(original: Any, r: Installation) -> Any:
+    """``copy.deepcopy`` of device memory (a storage, which a tensor's deep copy copies, or a parameter, which
+    ``nn.Parameter`` clones: ``nn.Transformer``'s cloned layers) is device memory, as on a GPU: the copy takes the
+    original's mark."""
+    @functools.wraps(original)
+    def __deepcopy__(self: Any, memo: dict[int, Any]) -> Any:
+        copied = original(self, memo)
+        index = getattr(self, MARK, None) if isinstance(self, torch.UntypedStorage) else device_index(self)
+        return copied if index is None or index < 0 else r.ledger.mark(copied, index)
+
+    return __deepcopy__
 
 
 def _copied_to_host(t: torch.Tensor) -> bool:
