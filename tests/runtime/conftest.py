@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -32,7 +33,8 @@ def on_cpu():
 @pytest.fixture
 def command() -> Run:
     """Run a command (``"python"`` and ``"torchdevice"`` are this environment's) with ``env`` added to the
-    environment, without inherited ``TORCHDEVICE_*`` settings, on one thread: workers share the cores."""
+    environment, without inherited ``TORCHDEVICE_*`` settings, on one thread: workers share the cores; Ctrl-C
+    interrupts it as in a terminal, also where the suite itself was started with SIGINT ignored (a background job)."""
     programs = {"python": sys.executable, "torchdevice": CONSOLE_SCRIPT}
 
     def run(program: str, *args: str, cwd: Path = ROOT,
@@ -40,9 +42,13 @@ def command() -> Run:
         environment = {k: v for k, v in os.environ.items() if not k.startswith("TORCHDEVICE_")}
         environment.update(OMP_NUM_THREADS="1", **(env or {}))
         return subprocess.run([programs.get(program, program), *args], cwd=cwd, env=environment,
-                              capture_output=True, text=True, timeout=300)
+                              capture_output=True, text=True, timeout=300, preexec_fn=_interruptible)
 
     return run
+
+
+def _interruptible() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.fixture

@@ -1,0 +1,22 @@
+"""Where MPS lets host tensors meet device tensors: which ops take host tensors among their arguments, and the error
+for a call that mixes them elsewhere (shared by the simulated Mac's kernels and the hosted tensors, whose code is
+the same on a Mac)."""
+
+from __future__ import annotations
+
+import torch
+
+HOST_ARGUMENTS = frozenset({
+    "copy_", "_to_copy", "_copy_from", "_copy_from_and_resize", "index", "index_put", "index_put_",
+    "_index_put_impl_", "set_", "lift_fresh", "_pack_padded_sequence", "_pad_packed_sequence", "lstm", "gru",
+    "rnn_tanh", "rnn_relu", "ctc_loss", "_ctc_loss", "tensor_split",
+})
+"""Aten ops that take host tensors with device tensors, as on a GPU (copies, indices, lengths, split points)."""
+HOST_RESULTS = {"_pack_padded_sequence": 1, "_pad_packed_sequence": 1}
+"""Ops that return a host tensor at this position on every device (a packed sequence's batch sizes, lengths)."""
+
+
+def placement_error(device: torch.device) -> RuntimeError:
+    """MPS's error for a call that mixes device tensors with a host tensor that is not a scalar."""
+    return RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, {device} "
+                        "and cpu!")

@@ -1,0 +1,138 @@
+"""The simulated Mac's device in torch: PyTorch's ``PrivateUse1`` backend, named ``mps_sim``, holding host memory.
+
+Device tensors are real tensors of a backend torch knows (a ``TensorImpl`` of the ``PrivateUse1`` dispatch key,
+its autograd and autocast keys): ``type(x) is torch.Tensor``, ``nn.Parameter`` stays itself, the autograd engine,
+``torch.compile``, pickling and ``copy.deepcopy`` treat them as they treat any device's. Their memory is the host's:
+a device tensor is made from a host tensor through DLPack (:func:`device_tensor`, which keeps the host tensor
+alive as long as the device storage lives), and the kernels compute on a host tensor over the same memory
+(:func:`host_alias`). What the program sees of them (``x.device`` is ``mps:0``) is :mod:`.presentation`'s.
+
+Why ``PrivateUse1`` and not torch's ``MPS`` dispatch key: torch's autograd engine asks the machine's accelerator for
+the streams of a device's gradients, and a build without MPS cannot be told MPS is its accelerator; a Python backend
+registered as ``PrivateUse1`` (hooks, device guard, device module: torch's own extension points) can.
+
+:func:`register` makes the backend once per process (torch cannot unregister one); it then costs nothing while the
+simulated Mac is not installed. The device's default random generator (:data:`GENERATOR`) and the bytes of its live
+allocations (:func:`allocated`) are the simulated hardware's, per process, as a Mac's are.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import types
+import weakref
+
+import torch
+
+NAME = "mps_sim"
+"""The backend's name (a device prints as ``mps_sim:0`` where torch's C++ names it: its error messages)."""
+_DLPACK_EXT_DEV = 12
+"""DLPack's device type of an extension device, which torch reads as ``PrivateUse1``."""
+_CAPSULE = ctypes.pythonapi.PyCapsule_GetPointer
+_CAPSULE.restype, _CAPSULE.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+_DEVICE_TYPE_OFFSET = ctypes.sizeof(ctypes.c_void_p)
+"""Where ``DLTensor.device.device_type`` sits in a ``DLManagedTensor``: right after the data pointer."""
+CPU = torch.device("cpu")
+GENERATOR = torch.Generator()
+"""The device's default generator: what its random ops draw from when given none (a Mac's MPS generator)."""
+
+_lock = threading.Lock()
+_live: list[int] = [0]
+"""Bytes of the device's live allocations."""
+
+
+class _Hooks(torch._C._acc.PrivateUse1Hooks):
+    def has_primary_context(self, device_index: int) -> bool:
+        return False
+
+    def is_built(self) -> bool:
+        return True
+
+    def is_available(self) -> bool:
+        return True
+
+
+class _Guard(torch._C._acc.DeviceGuard):
+    """One device, one stream, as MPS has."""
+
+    def type_(self) -> torch._C._autograd.DeviceType:
+        return torch._C._autograd.DeviceType.PrivateUse1
+
+
+def register() -> torch.device:
+    """Make ``PrivateUse1`` the simulated Mac's device in this process (once; later calls return it); raises
+    when another backend holds ``PrivateUse1``."""
+    with _lock:
+        name = torch._C._get_privateuse1_backend_name()
+        if name == NAME:
+            return torch.device(NAME, 0)
+        if name != "privateuseone":
+            raise RuntimeError(f"torchdevice: the simulated Mac needs PyTorch's PrivateUse1 backend, which this "
+                               f"program gave to {name!r}")
+        if not torch._C._acc.register_python_privateuseone_hook(_Hooks()):
+            raise RuntimeError("torchdevice: the simulated Mac needs PyTorch's PrivateUse1 backend, whose hooks "
+                               "another library registered")
+        torch._C._acc.register_python_privateuseone_device_guard(_Guard())
+        torch.utils.rename_privateuse1_backend(NAME)
+        torch._register_device_module(NAME, _device_module())
+        return torch.device(NAME, 0)
+
+
+def device_tensor(host: torch.Tensor) -> torch.Tensor:
+    """A device tensor over ``host``'s memory (same sizes, strides and dtype), which keeps ``host`` alive."""
+    capsule = torch.utils.dlpack.to_dlpack(host.detach())
+    ctypes.c_int32.from_address(_CAPSULE(capsule, b"dltensor") + _DEVICE_TYPE_OFFSET).value = _DLPACK_EXT_DEV
+    return torch.from_dlpack(capsule)
+
+
+def host_alias(t: torch.Tensor) -> torch.Tensor:
+    """A host tensor over device tensor ``t``'s memory (same storage bytes, offset, sizes and strides)."""
+    storage = t.untyped_storage()
+    alias = torch._C._construct_storage_from_data_pointer(storage.data_ptr(), CPU, storage.nbytes())
+    return torch.empty(0, dtype=t.dtype).set_(alias, t.storage_offset(), t.shape, t.stride())
+
+
+def host_bytes(storage: torch.UntypedStorage) -> torch.Tensor:
+    """A host ``uint8`` tensor over a device storage's bytes."""
+    alias = torch._C._construct_storage_from_data_pointer(storage.data_ptr(), CPU, storage.nbytes())
+    return torch.empty(0, dtype=torch.uint8).set_(alias)
+
+
+def allocate(size: tuple[int, ...] | list[int], stride: tuple[int, ...] | list[int] | None,
+             dtype: torch.dtype) -> torch.Tensor:
+    """New device memory for a tensor of ``size`` and ``stride`` (contiguous when None): counted while it lives."""
+    host = torch.empty(size, dtype=dtype) if stride is None else torch.empty_strided(size, stride, dtype=dtype)
+    nbytes = host.untyped_storage().nbytes()
+    with _lock:
+        _live[0] += nbytes
+    weakref.finalize(host, _release, nbytes)
+    return device_tensor(host)
+
+
+def _release(nbytes: int) -> None:
+    with _lock:
+        _live[0] -= nbytes
+
+
+def allocated() -> int:
+    """Bytes of the device's live allocations (``torch.mps.current_allocated_memory()`` on a Mac)."""
+    return _live[0]
+
+
+def _device_module() -> types.ModuleType:
+    """``torch.mps_sim``: what torch's own code asks of a backend's device module."""
+    module = types.ModuleType(f"torch.{NAME}", "The simulated Mac's device module (torchdevice).")
+    module.is_available = lambda: True  # type: ignore[attr-defined]
+    module.is_initialized = lambda: True  # type: ignore[attr-defined]
+    module._is_in_bad_fork = lambda: False  # type: ignore[attr-defined]
+    module._lazy_init = lambda: None  # type: ignore[attr-defined]
+    module.device_count = lambda: 1  # type: ignore[attr-defined]
+    module.current_device = lambda: 0  # type: ignore[attr-defined]
+    module.synchronize = lambda device=None: None  # type: ignore[attr-defined]
+    module.get_amp_supported_dtype = lambda: [torch.float16, torch.bfloat16]  # type: ignore[attr-defined]
+    module.get_rng_state = lambda device=None: GENERATOR.get_state()  # type: ignore[attr-defined]
+    module.set_rng_state = lambda state, device=None: GENERATOR.set_state(state)  # type: ignore[attr-defined]
+    module.manual_seed = lambda seed: GENERATOR.manual_seed(int(seed))  # type: ignore[attr-defined]
+    module.manual_seed_all = module.manual_seed  # type: ignore[attr-defined]
+    return module

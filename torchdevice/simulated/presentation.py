@@ -1,0 +1,86 @@
+"""What the program sees of the simulated Mac: Apple silicon's answers, where the device is torch's ``mps_sim``.
+
+While the simulation is installed (every patch through the runtime's patcher):
+
+- device tensors say they are on ``mps:0`` (``x.device``, ``x.is_mps``, printing), as a Mac's do;
+- ``torch.backends.mps`` says MPS is built and available, on the simulated macOS version
+  (:data:`torchdevice.simulated.MACOS`), so libraries that pick ``"mps"`` themselves (transformers, peft) do, and
+  the runtime translates ``"mps"`` as it translates ``"cuda"`` (the target's ``aliases``);
+- ``torch.mps`` answers for the simulated device: its generator, which ``torch.manual_seed`` seeds too, the bytes
+  of its live allocations, synchronisation (nothing to wait for);
+- checkpoints record device storages at ``mps:0``, as a Mac writes them, and storages recorded at ``mps`` (or
+  ``mps_sim``) are restored onto the device.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+import torch.backends.mps
+import torch.mps
+import torch.serialization
+
+from torchdevice.patching import Patcher
+from torchdevice.simulated.device import GENERATOR, NAME, allocate, allocated, host_alias, host_bytes
+
+SHOWN = torch.device("mps", 0)
+_DEVICE = vars(torch._C.TensorBase)["device"].__get__
+_IS_MPS = vars(torch._C.TensorBase)["is_mps"].__get__
+
+
+def _device(self: torch.Tensor) -> torch.device:
+    device = _DEVICE(self)
+    return SHOWN if device.type == NAME else device
+
+
+def _is_mps(self: torch.Tensor) -> bool:
+    return _DEVICE(self).type == NAME or _IS_MPS(self)
+
+
+def activate(patcher: Patcher, macos: tuple[int, int]) -> None:
+    """Present the simulated device as Apple silicon on macOS ``macos`` until ``patcher.restore()``."""
+    patcher.set(torch.Tensor, "device", property(_device, doc=torch.Tensor.device.__doc__))
+    patcher.set(torch.Tensor, "is_mps", property(_is_mps, doc=torch.Tensor.is_mps.__doc__))
+    patcher.set(torch.backends.mps, "is_available", lambda: True)
+    patcher.set(torch.backends.mps, "is_built", lambda: True)
+    patcher.set(torch.backends.mps, "is_macos_or_newer", lambda major, minor: macos >= (major, minor))
+    answers = {
+        "is_available": lambda: True, "device_count": lambda: 1, "_is_in_bad_fork": lambda: False,
+        "synchronize": lambda: None, "empty_cache": lambda: None,
+        "manual_seed": lambda seed: GENERATOR.manual_seed(int(seed)) and None, "seed": lambda: GENERATOR.seed(),
+        "get_rng_state": lambda device="mps": GENERATOR.get_state(),
+        "set_rng_state": lambda new_state, device="mps": GENERATOR.set_state(new_state),
+        "_get_default_mps_generator": lambda: GENERATOR,
+        "current_allocated_memory": allocated, "driver_allocated_memory": allocated,
+        "recommended_max_memory": lambda: _memory()[1],
+        "set_per_process_memory_fraction": lambda fraction: None,
+    }
+    for name, answer in answers.items():
+        patcher.set(torch.mps, name, answer)
+    registry = torch.serialization._package_registry
+    entry = (0, _tag, _restore)
+    registry.insert(0, entry)
+    patcher.defer(lambda: registry.remove(entry))
+
+
+def _tag(storage: Any) -> str | None:
+    """Device storages are recorded at ``mps:0``, as a Mac records them."""
+    return "mps:0" if storage.device.type == NAME else None
+
+
+def _restore(storage: Any, location: str) -> Any:
+    """Storages recorded at ``mps`` (or at the simulated device) restored onto the simulated device."""
+    if not location.startswith(("mps", NAME)):
+        return None
+    host = storage if storage.device.type == "cpu" else storage.cpu()
+    restored = allocate([host.nbytes()], None, torch.uint8)
+    host_alias(restored).copy_(host_bytes(host))
+    return restored.untyped_storage()
+
+
+def _memory() -> tuple[int, int]:
+    page = os.sysconf("SC_PAGE_SIZE")
+    return os.sysconf("SC_AVPHYS_PAGES") * page, os.sysconf("SC_PHYS_PAGES") * page
+
