@@ -15,7 +15,8 @@ from torchdevice.fallback.cache import CapabilityCache
 from torchdevice.fallback.mlx_bridge import MlxUnsupported
 from torchdevice.patching import Patcher
 from torchdevice.reporting.counts import fallbacks as fallback_counts
-from torchdevice.simulated.kernels import SimulatedMPS, SimulatedTarget
+from torchdevice.device.target import Target
+from torchdevice.simulated.kernels import SimulatedMPS
 
 
 class Fallbacks:
@@ -32,7 +33,7 @@ class Fallbacks:
 
 
 @contextlib.contextmanager
-def activated(sim: SimulatedMPS, **options: Any) -> Iterator[SimulatedTarget]:
+def activated(sim: SimulatedMPS, **options: Any) -> Iterator[Target]:
     """``sim`` entered and the engine activated on it, as the runtime does; restored on exit."""
     with sim as target:
         patcher = Patcher()

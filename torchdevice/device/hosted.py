@@ -19,8 +19,8 @@ nothing.
 
 One code path for the Mac and the simulated Mac (:mod:`torchdevice.simulated`, whose device also refuses
 float64): device tensors are reached only through ``aten._to_copy``. What differs is the hosted tensor's own
-device in C++ (which autograd checks gradients against): the device's storage type
-(:attr:`~torchdevice.device.target.Target.storage_type`), ``mps`` on a Mac, the host on the simulated Mac.
+device in C++ (which autograd checks gradients against): ``mps`` on a Mac, the simulated device on the simulated
+Mac.
 
 A :class:`Hosting` belongs to its target (:attr:`~torchdevice.device.target.Target.hosting`); each hosted tensor
 carries the device it says it is on, so nothing of an installation is kept in this module.
@@ -29,6 +29,7 @@ carries the device it says it is on, so nothing of an installation is kept in th
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -36,27 +37,18 @@ import torch
 
 from torchdevice.device.aten import OpSchema, tensors, tree_map
 from torchdevice.device.errors import classify
+from torchdevice.device.placement import HOST_ARGUMENTS, placement_error
 from torchdevice.device.to_arguments import parse_to
 from torchdevice.reporting.counts import record_fallback
 
 WIDE = frozenset({torch.float64, torch.complex128})
 """The dtypes MPS has no tensors of."""
 CPU = torch.device("cpu")
+_COUNTED = "_torchdevice_hosted"
+"""The storage attribute that says a hosted storage is counted."""
+_DEVICE = vars(torch._C.TensorBase)["device"].__get__
+"""A tensor's device in C++ (the simulated Mac's device tensors say ``mps:0`` to the program)."""
 _aten = torch.ops.aten
-_HOST_ARGUMENTS = frozenset({
-    "copy_", "_to_copy", "_copy_from", "_copy_from_and_resize", "index", "index_put", "index_put_",
-    "_index_put_impl_", "set_", "lift_fresh", "_pack_padded_sequence", "_pad_packed_sequence", "lstm", "gru",
-    "rnn_tanh", "rnn_relu", "ctc_loss", "_ctc_loss",
-})
-"""Aten ops that take host tensors with device tensors, as on a GPU (copies, indices, lengths)."""
-
-
-def placement_error(device: torch.device) -> RuntimeError:
-    """MPS's error for a call that mixes device tensors with a host tensor that is not a scalar."""
-    return RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, {device} "
-                        "and cpu!")
-
-
 class HostBacked(torch.Tensor):
     """A tensor of the MPS device whose values are host memory, answering as an MPS tensor does: the simulated
     Mac's device tensors and the hosted ones (``values_on_host()``: those values as a plain host tensor)."""
@@ -107,6 +99,7 @@ class HostedTensor(HostBacked):
                                                    dtype=host.dtype, device=hosting.physical,
                                                    requires_grad=requires_grad)
         made.host, made.shown, made.hosting = host, hosting.shown, hosting
+        hosting.count(host)
         return made
 
     device = property(lambda self: self.shown, doc="The device, ``mps:0``.")  # type: ignore[assignment]
@@ -134,7 +127,8 @@ class HostedTensor(HostBacked):
         hosting = _hosting((args, kwargs))
         if getattr(func, "__name__", None) == "to" and args and isinstance(args[0], HostedTensor):
             asked = parse_to(args[1:], kwargs)
-            if asked.device in (None, hosting.shown) and asked.dtype in (None, args[0].dtype) and not asked.copy:
+            there = asked.device is None or asked.device.type in (hosting.shown.type, hosting.physical.type)
+            if there and asked.dtype in (None, args[0].dtype) and not asked.copy:
                 return args[0]  # already there: as on a Mac, where its device in C++ is the device
         with torch._C.DisableTorchFunctionSubclass():
             try:
@@ -154,7 +148,7 @@ class HostedTensor(HostBacked):
                            kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
         hosting = _hosting((args, kwargs))
-        value = hosting.on_host(func, args, kwargs, takes_host=func._opname in _HOST_ARGUMENTS)
+        value = hosting.on_host(func, args, kwargs, takes_host=func._opname in HOST_ARGUMENTS)
         if func.namespace == "aten" and not func.is_view and func._opname not in _BOOKKEEPING:
             record_fallback(func._name, "cpu", why=lambda: _why(args, hosting.shown))
         return value
@@ -181,7 +175,7 @@ class _Hold(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, dtype: torch.dtype, hosting: Hosting) -> HostedTensor:
-        ctx.back = {"dtype": x.dtype, "device": x.device if x.device == hosting.shown else CPU}
+        ctx.back = {"dtype": x.dtype, "device": hosting.physical if hosting.holds(x) else CPU}
         host = x.host if isinstance(x, HostedTensor) else _aten._to_copy.default(x.detach(), device=CPU)
         return HostedTensor(_aten._to_copy.default(host, dtype=dtype), hosting)
 
@@ -192,13 +186,30 @@ class _Hold(torch.autograd.Function):
 
 class Hosting:
     """How a device keeps the dtypes it has no tensors of (:data:`WIDE`): hosted tensors that say they are on
-    ``device`` and are tensors of ``storage_type`` in C++."""
+    ``shown`` and are tensors of ``physical`` in C++."""
 
     dtypes = WIDE
 
-    def __init__(self, device: torch.device, storage_type: str) -> None:
-        self.shown = torch.device(device.type, 0)
-        self.physical = self.shown if storage_type == device.type else torch.device(storage_type)
+    def __init__(self, shown: torch.device, physical: torch.device) -> None:
+        self.shown = torch.device(shown.type, 0)
+        self.physical = physical
+        self.allocated = 0
+        """Bytes of the live host storages of hosted tensors (device memory, to the program)."""
+
+    def count(self, host: torch.Tensor) -> None:
+        """Count ``host``'s storage among the hosted bytes while it lives (once)."""
+        storage = host.untyped_storage()
+        if not storage.__dict__.get(_COUNTED):
+            storage.__dict__[_COUNTED] = True
+            self.allocated += storage.nbytes()
+            weakref.finalize(storage, self._release, storage.nbytes())
+
+    def _release(self, nbytes: int) -> None:
+        self.allocated -= nbytes
+
+    def holds(self, x: torch.Tensor) -> bool:
+        """Whether ``x`` is a tensor of the device (a hosted one, or one of the device in C++)."""
+        return isinstance(x, HostedTensor) or _DEVICE(x).type == self.physical.type
 
     def refused(self, error: BaseException) -> bool:
         """Whether ``error`` is this device refusing a dtype."""
@@ -224,10 +235,10 @@ class Hosting:
             if isinstance(x, HostedTensor):
                 return x.host
             if isinstance(x, torch.device):
-                return CPU if x == shown else x
+                return CPU if x.type in (shown.type, self.physical.type) else x
             if not isinstance(x, torch.Tensor):
                 return x
-            if x.device == shown:
+            if self.holds(x):
                 copy = _aten._to_copy.default(x, device=CPU)
                 moved.append((x, copy))
                 return copy
@@ -254,7 +265,7 @@ class Hosting:
                 return x
             if x.dtype in WIDE:
                 return HostedTensor(x, self)
-            return _aten._to_copy.default(x, device=shown)
+            return _aten._to_copy.default(x, device=self.physical)
 
         return tree_map(placed, value)
 

@@ -1,17 +1,17 @@
 """Targets: the device ``"cuda"`` means, and what is known about it.
 
-A :class:`Target` says what the program is shown (``device``: ``cpu``, ``mps``; the simulated Mac's
-``mps:0``), what its tensors are in C++ (``storage_type``), where the fallback engine registers kernels for it
-(``dispatch_key``) and how torch's error messages name it (``backend``), what the kernel table knows (the aten
-overloads it has no kernel for, those to try first and watch) and how it keeps the dtypes it has no tensors of
-(``hosting``). MPS's table is generated from the catalog (``generated/fallback_table.py``); the CPU has every
-kernel. :func:`resolve` chooses a target's name; :func:`for_name` builds the CPU's and MPS's targets; the
-simulated Mac builds its own (:mod:`torchdevice.simulated`).
+A :class:`Target` says which device ``"cuda"`` becomes (``device``: ``cpu``, ``mps``; the simulated Mac's
+``mps_sim:0``) and what the program is shown of it (``shown``: the simulated Mac's tensors say ``mps:0``), where
+the fallback engine registers kernels for it (``dispatch_key``) and how torch's error messages name it
+(``backend``), what the kernel table knows (the aten overloads it has no kernel for, those to try first and
+watch), how it keeps the dtypes it has no tensors of (``hosting``), and whether torch was built for it
+(``native``: its generators and events are torch's own). MPS's table is generated from the catalog
+(``generated/fallback_table.py``); the CPU has every kernel. :func:`resolve` chooses a target's name;
+:func:`for_name` builds the CPU's and MPS's targets; the simulated Mac builds its own (:mod:`torchdevice.simulated`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +31,7 @@ class Target:
     name: str
     """Its name among :data:`TARGETS`, also the name of its verdicts in the capability cache."""
     device: torch.device
-    """What ``"cuda"`` means: the device its tensors say they are on."""
+    """What ``"cuda"`` becomes: the device its tensors are on in C++."""
     dispatch_key: str
     """Where fallback kernels are registered (``"MPS"``)."""
     backend: str
@@ -42,9 +42,12 @@ class Target:
     """Aten overloads tried here first, routed elsewhere on a device-compatibility error."""
     hosting: Hosting | None = None
     """How tensors of the dtypes this device has none of are kept (float64 on MPS); None: it has every dtype."""
-    storage_type: str = "cpu"
-    """The device type of its tensors in C++ (``mps`` on a Mac; ``cpu`` on the CPU and the simulated Mac): what
-    its autocast key, generators and events are."""
+    shown: torch.device | None = None
+    """What its tensors say they are on, where that is not :attr:`device` (the simulated Mac's ``mps:0``)."""
+    aliases: tuple[str, ...] = ()
+    """Device types that mean this target too (``"mps"`` on the simulated Mac, where libraries name it)."""
+    native: bool = False
+    """Whether torch was built for this device: its generators and events are torch's own (a Mac's MPS)."""
 
     @property
     def native_is_cpu(self) -> bool:
@@ -52,24 +55,22 @@ class Target:
         return self.dispatch_key == "CPU"
 
     @property
-    def simulated(self) -> bool:
-        """Whether this is the simulated Mac."""
-        return self.name == SIMULATED_MPS
+    def autocast_key(self) -> str:
+        """The autocast dispatch key of its tensors (``AutocastCPU``, ``AutocastMPS``, ``AutocastPrivateUse1``)."""
+        return f"Autocast{self.dispatch_key}"
 
-    def escape(self) -> contextlib.AbstractContextManager[object]:
-        """A context in which ops on this device's tensors run as plain CPU ops; for a real device,
-        whose tensors are not CPU tensors, nothing needs to change."""
-        return contextlib.nullcontext()
+    @property
+    def mps(self) -> bool:
+        """Whether it is Apple silicon (real, or simulated): ``torch.mps`` answers for it."""
+        return self.backend == "MPS"
 
     def place(self, x: Any) -> Any:
-        """Tensor ``x`` (a result computed elsewhere) where this device's kernels leave their results: moved to
-        the device in C++ (:attr:`storage_type`), or hosted if its dtype cannot live here."""
+        """Tensor ``x`` (a result computed elsewhere) on this device, or hosted if its dtype cannot live here."""
         if not isinstance(x, torch.Tensor):
             return x
         if self.hosting is not None and x.dtype in self.hosting.dtypes:
             return self.hosting.hold(x)
-        home = self.device if self.storage_type == self.device.type else torch.device(self.storage_type)
-        return x if x.device == home else x.to(home)
+        return x if x.device == self.device else x.to(self.device)
 
 
 def for_name(name: str) -> Target:
@@ -79,7 +80,7 @@ def for_name(name: str) -> Target:
 
         device = torch.device("mps")
         return Target("mps", device, "MPS", "MPS", fallback_table.MISSING_ON_MPS, fallback_table.TRY_ON_MPS,
-                      Hosting(device, "mps"), storage_type="mps")
+                      Hosting(device, device), native=True)
     if name == "cpu":
         return Target("cpu", torch.device("cpu"), "CPU", "CPU")
     raise ValueError(f"torchdevice: no target {name!r} to build here")

@@ -47,5 +47,5 @@ def activate(patcher: Patcher, target: Target, options: dict[str, Any]) -> None:
     patcher.set(DistributedDataParallel, "__init__",
                 ddp.on_module_device(DistributedDataParallel.__init__, options.get("devices", 1)))
     if target.device.type != "cpu":
-        library = staging.register(target.device.type, dispatch_key=target.device.type.upper())
+        library = staging.register(target.device.type, dispatch_key=target.dispatch_key)
         patcher.defer(library._destroy)

@@ -1,4 +1,4 @@
-"""Collectives on tensors of a device gloo cannot read (MPS), staged through the CPU.
+"""Collectives on tensors of a device gloo cannot read (MPS, the simulated Mac's), staged through the CPU.
 
 gloo serves CPU tensors only, and the ``c10d::`` collective ops have no kernel for MPS. For each
 ``c10d::`` op with a CPU kernel, a kernel is registered on the device's dispatch key that copies
@@ -10,6 +10,7 @@ gradient buckets take this route too. The collective completes before the kernel
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +18,8 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
 NAMESPACE = "c10d"
+_DEVICE = vars(torch._C.TensorBase)["device"].__get__
+"""A tensor's device in C++ (the simulated Mac's device tensors say ``mps:0`` to the program)."""
 
 
 def collective_ops() -> list[torch._ops.OpOverload]:
@@ -59,13 +62,16 @@ def register(device_type: str, dispatch_key: str) -> torch.library.Library:
     The registrations last as long as the returned library object.
     """
     library = torch.library.Library(NAMESPACE, "IMPL")
-    for op in collective_ops():
-        library.impl(op, staged(op, device_type), dispatch_key)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "Warning only once for all operators")  # torch's own PrivateUse1 kernels
+        warnings.filterwarnings("ignore", "Overriding a previously registered kernel")
+        for op in collective_ops():
+            library.impl(op, staged(op, device_type), dispatch_key)
     return library
 
 
 def _to_cpu(x: Any, device_type: str) -> Any:
-    if isinstance(x, torch.Tensor) and x.device.type == device_type:
+    if isinstance(x, torch.Tensor) and _DEVICE(x).type == device_type:
         return x.to("cpu", copy=True)
     return x
 

@@ -19,11 +19,9 @@ registers a boxed fallback on ``MPS``; ``torch.library.get_kernel`` exists to wr
 per op, dtype-aware, remembered, and with MLX before the CPU.
 
 How it runs without Apple hardware: the simulated Mac (:mod:`torchdevice.simulated`) gives the engine a
-target whose kernels are MPS's, simulated under ``PrivateUse1``, a real dispatch key. The engine cannot tell
-that target from MPS: it registers with ``torch.library``, captures the replaced kernel with ``get_kernel``,
-calls it, classifies what it raises and routes the call, exactly as on a Mac; tests and benchmarks drive it
-so. The one difference a target declares is :meth:`~torchdevice.device.target.Target.escape`: to run on the
-plain CPU, the simulated target leaves its key; a real device has nothing to leave.
+target whose kernels are MPS's, simulated on a device of torch's ``PrivateUse1`` dispatch key. The engine cannot
+tell that target from MPS: it registers with ``torch.library``, captures the replaced kernel with ``get_kernel``,
+calls it, classifies what it raises and routes the call, exactly as on a Mac; tests and benchmarks drive it so.
 
 Limits: an overload is guarded only when the table, the cache or ``prefer_mlx`` names it (the
 catalog has public aten ops only, so private ones such as ``_cdist_backward`` are not in the

@@ -122,8 +122,7 @@ class Engine:
             assert shim is not None
             start = clock()
             try:
-                with target.escape():
-                    value = route.on_mlx(shim, schema, args, kwargs, target)
+                value = route.on_mlx(shim, schema, args, kwargs, target)
             except unsupported:
                 return _REFUSED
             record_fallback(name, "mlx", clock() - start, why)
@@ -131,11 +130,10 @@ class Engine:
 
         def on_cpu(keyset: Any, args: tuple[Any, ...], kwargs: dict[str, Any], why: str) -> Any:
             start = clock()
-            with target.escape():
-                if target.native_is_cpu:
-                    value = native.call_boxed(keyset, *schema.boxed(args), **kwargs)
-                else:
-                    value = route.on_cpu(schema, args, kwargs, target)
+            if target.native_is_cpu:
+                value = native.call_boxed(keyset, *schema.boxed(args), **kwargs)
+            else:
+                value = route.on_cpu(schema, args, kwargs, target)
             record_fallback(name, "cpu", clock() - start, why)
             return value
 

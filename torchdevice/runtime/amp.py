@@ -15,10 +15,8 @@ A region opened for ``"cuda"`` is CUDA's, as on a GPU:
 - the ops on the target's autocast key follow CUDA's policy while that state is on
   (:mod:`.autocast_policy`); a region opened for ``"cpu"`` alone keeps the CPU's policy.
 
-The policy is registered on the autocast key of the device type the target's tensors are in C++
-(:attr:`~torchdevice.device.target.Target.storage_type`): on the simulated Mac, whose device tensors are host
-tensors in C++, that is ``AutocastCPU`` (casting only device tensors), and a CUDA region turns the CPU's
-autocast on with it.
+The policy is registered on the target's autocast key (:attr:`~torchdevice.device.target.Target.autocast_key`:
+``AutocastCPU``, ``AutocastMPS``, the simulated Mac's ``AutocastPrivateUse1``).
 """
 
 from __future__ import annotations
@@ -57,17 +55,14 @@ def patch(patcher: Patcher, r: Installation, emulation: Emulation) -> None:
 
     registered: list[bool] = []
     lock = threading.Lock()
-    storage = r.target.storage_type
-    # the autocast states a CUDA region sets: CUDA's, and that of the device type the target's tensors are in C++
-    # where it is not the target's own (the simulated Mac's are host tensors: see above)
-    kinds = ("cuda",) if storage == r.device.type else ("cuda", storage)
+    shown = (r.target.shown or r.device).type  # the device type its tensors answer ``is_<type>`` for
 
     def register_policy() -> None:
         """CUDA's policy kernels, registered when the first CUDA region opens (resolving ~120 aten overloads
         costs ~0.1 s: a program that never autocasts does not pay it); undone by ``uninstall()``."""
         with lock:
             if not registered:
-                autocast_policy.activate(patcher, r.device.type, autocast_policy.KEYS[storage])
+                autocast_policy.activate(patcher, shown, r.target.autocast_key)
                 registered.append(True)
 
     @functools.wraps(autocast_enter)
@@ -75,11 +70,10 @@ def patch(patcher: Patcher, r: Installation, emulation: Emulation) -> None:
         if hasattr(self, _CUDA) and not torch._jit_internal.is_scripting():
             if not registered:
                 register_policy()
-            setattr(self, _CUDA, [(kind, torch._C.is_autocast_enabled(kind), torch._C.get_autocast_dtype(kind))
-                                  for kind in kinds])
-            for kind in kinds:
-                torch._C.set_autocast_enabled(kind, self._enabled)
-                torch._C.set_autocast_dtype(kind, self.fast_dtype)
+            # CUDA's autocast state, as a region opened for CUDA sets it on a GPU
+            setattr(self, _CUDA, (torch._C.is_autocast_enabled("cuda"), torch._C.get_autocast_dtype("cuda")))
+            torch._C.set_autocast_enabled("cuda", self._enabled)
+            torch._C.set_autocast_dtype("cuda", self.fast_dtype)
         return autocast_enter(self)
 
     @functools.wraps(autocast_exit)
@@ -89,9 +83,8 @@ def patch(patcher: Patcher, r: Installation, emulation: Emulation) -> None:
         finally:
             before = getattr(self, _CUDA, None)
             if before is not None:
-                for kind, enabled, dtype in before:
-                    torch._C.set_autocast_enabled(kind, enabled)
-                    torch._C.set_autocast_dtype(kind, dtype)
+                torch._C.set_autocast_enabled("cuda", before[0])
+                torch._C.set_autocast_dtype("cuda", before[1])
                 setattr(self, _CUDA, None)
 
     @functools.wraps(scaler_init)

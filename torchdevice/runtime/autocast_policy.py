@@ -31,9 +31,6 @@ import torch
 from torchdevice.device.aten import OpSchema, overload
 from torchdevice.patching import Patcher
 
-KEYS = {"cpu": "AutocastCPU", "mps": "AutocastMPS"}
-"""The autocast dispatch key of each target device type."""
-
 log = logging.getLogger("torchdevice")
 _cuda_enabled = torch._C.is_autocast_enabled
 _cuda_dtype = torch._C.get_autocast_dtype
@@ -42,15 +39,11 @@ _FLOAT, _DOUBLE = torch.float32, torch.float64
 Kernel = Callable[..., Any]
 
 
-def activate(patcher: Patcher, device_type: str, key: str | None = None) -> None:
-    """Register CUDA's policy on ``device_type``'s autocast key (or ``key``: where its tensors dispatch) until
-    ``patcher.restore()``."""
+def activate(patcher: Patcher, device_type: str, key: str) -> None:
+    """Register CUDA's policy on autocast dispatch ``key`` (the target's), casting the tensors that answer
+    ``is_<device_type>``, until ``patcher.restore()``."""
     from torchdevice_generated.autocast_table import POLICY
 
-    key = key or KEYS.get(device_type)
-    if key is None:
-        log.warning("autocast: no autocast key known for %s; CUDA's autocast policy is not applied", device_type)
-        return
     library = torch.library.Library("aten", "IMPL")
     patcher.defer(library._destroy)
     with warnings.catch_warnings():

@@ -36,7 +36,7 @@ def patch(patcher: Patcher, r: Installation, emulation: Emulation) -> None:
 
     @functools.wraps(restore)
     def default_restore_location(storage: Any, location: str) -> Any:
-        translated = translate_location(location, r.device)
+        translated = translate_location(location, r.device, r.target.aliases)
         if translated == location:
             return restore(storage, location)
         index = r.index(location)
@@ -59,19 +59,15 @@ def patch(patcher: Patcher, r: Installation, emulation: Emulation) -> None:
 
 def _hosted_rebuild(rebuild: Any, r: Installation, hosting: Hosting) -> Any:
     """``torch._utils._rebuild_tensor_v2`` (every tensor of a checkpoint): a tensor of a storage restored on
-    the target in a dtype the target refuses is rebuilt from a host copy of the storage, and hosted."""
+    the target in a dtype the target has no tensors of is rebuilt from a host copy of the storage, and hosted."""
     @functools.wraps(rebuild)
     def rebuild_tensor(storage: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
+        data = storage._untyped_storage
+        if storage.dtype not in hosting.dtypes or data.device.type != r.device.type:
             return rebuild(storage, *args, **kwargs)
-        except TypeError as error:
-            if not hosting.refused(error):
-                raise
-            data = storage._untyped_storage
-            host = data.clone() if data.device.type == "cpu" else data.cpu()  # a marked host storage: unmarked
-            copy = torch.storage.TypedStorage(wrap_storage=host, dtype=storage.dtype, _internal=True)
-            held = hosting.hold(rebuild(copy, *args, **kwargs))
-            index = getattr(data, MARK, None)
-            return held if index is None else r.ledger.mark(held, index)
+        copy = torch.storage.TypedStorage(wrap_storage=data.cpu(), dtype=storage.dtype, _internal=True)
+        held = hosting.hold(rebuild(copy, *args, **kwargs))
+        index = getattr(data, MARK, None)
+        return held if index is None else r.ledger.mark(held, index)
 
     return rebuild_tensor

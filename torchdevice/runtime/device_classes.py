@@ -79,15 +79,15 @@ def patch(patcher: Patcher, r: Installation, emulation: Emulation) -> None:
 
     def make_generator(device: Any = "cpu") -> torch.Generator:
         translated = r.device_value(generator_slot, device)
-        # device tensors that are host tensors in C++ (the simulated Mac's) are drawn by host generators
+        # a device torch was not built for (the simulated Mac's) draws with host generators
         on_target = isinstance(translated, torch.device) and translated.type == r.device.type
-        return generator(r.target.storage_type if on_target else translated)
+        return generator("cpu" if on_target and not r.target.native else translated)
 
     # With no device, streams and events belong to the current accelerator: the emulated CUDA device.
     def make_stream(device: Any = None, *args: Any, **kwargs: Any) -> torch.Stream:
         return stream(r.device_value(stream_slot, "cuda" if device is None else device), *args, **kwargs)
 
-    timing_events = r.target.storage_type == "cpu"
+    timing_events = not r.target.native
 
     def make_event(device: Any = None, *args: Any, **kwargs: Any) -> Any:
         device = "cuda" if device is None else device

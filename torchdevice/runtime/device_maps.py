@@ -70,14 +70,16 @@ def is_cuda_value(value: object) -> bool:
 class DeviceMap(dict):
     """``value -> translated device``, computed on first sight of each distinct value.
 
-    CUDA values become the target device; everything else (other devices, dtypes, ``None``,
-    tensors passed to ``Tensor.to``) maps to itself. A CUDA index of no emulated device raises.
+    CUDA values become the target device, and so do values of the device types in ``aliases`` (the simulated Mac:
+    ``"mps"``, which libraries name); everything else (other devices, dtypes, ``None``, tensors passed to
+    ``Tensor.to``) maps to itself. A CUDA index of no emulated device raises.
     """
 
-    def __init__(self, target: torch.device, devices: int = 1) -> None:
+    def __init__(self, target: torch.device, devices: int = 1, aliases: tuple[str, ...] = ()) -> None:
         super().__init__()
         self.target = target
         self.devices = devices
+        self.aliases = aliases
 
     def __missing__(self, key: object) -> object:
         value = self.translate(key)
@@ -86,6 +88,8 @@ class DeviceMap(dict):
         return value
 
     def translate(self, key: object) -> object:
+        if self.aliases and _device_type(key) in self.aliases:
+            return self.target
         if not is_cuda_value(key):
             return key
         if isinstance(key, str):
@@ -104,12 +108,19 @@ class StrictDeviceMap(DeviceMap):
 
 
 class TypeMap(DeviceMap):
-    """``device_type -> translated device type``: ``"cuda"`` becomes the target's type string."""
+    """``device_type -> translated device type``: ``"cuda"`` (and an alias) becomes the target's type string."""
 
     def translate(self, key: object) -> object:
-        return self.target.type if isinstance(key, str) and key == "cuda" else key
+        return self.target.type if isinstance(key, str) and (key == "cuda" or key in self.aliases) else key
 
 
-def translate_location(location: str, target: torch.device) -> str:
-    """A storage location recorded in a checkpoint (``"cuda:0"``) as it should be restored."""
-    return str(target) if is_cuda_value(location) else location
+def _device_type(value: object) -> str | None:
+    """The device type a device value names (``"mps"`` for ``"mps:0"``), if it is one."""
+    if isinstance(value, torch.device):
+        return value.type
+    return value.partition(":")[0].strip() if isinstance(value, str) else None
+
+
+def translate_location(location: str, target: torch.device, aliases: tuple[str, ...] = ()) -> str:
+    """A storage location recorded in a checkpoint (``"cuda:0"``; an alias's) as it should be restored."""
+    return str(target) if is_cuda_value(location) or location.partition(":")[0] in aliases else location

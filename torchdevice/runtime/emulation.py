@@ -45,6 +45,9 @@ from torchdevice.runtime.device_maps import invalid_ordinal
 if TYPE_CHECKING:
     from torchdevice.runtime.installation import Installation
 
+_DEVICE = vars(torch._C.TensorBase)["device"].__get__
+"""A tensor's device in C++ (the simulated Mac's device tensors say ``mps:0`` to the program)."""
+
 WORDS: dict[str, str] = {}
 """Word -> how it is built: ``word`` (the method or class itself) or ``builder`` (called with the ``value``)."""
 
@@ -79,8 +82,9 @@ class Emulation:
     def __init__(self, installation: Installation) -> None:
         self.installation = installation
         self.target = installation.device
-        self.on_mps = installation.target.storage_type == "mps"
-        """Whether the target is a real MPS device (its own allocator, generator and synchronisation)."""
+        self.on_mps = installation.target.mps
+        """Whether the target is Apple silicon (``torch.mps`` answers for its memory, generator and synchronisation;
+        the simulated Mac's ``torch.mps`` is the simulation's)."""
         self.streams: dict[str, Stream] = {}
         self.memory_fraction = 1.0
         self._built: dict[tuple[str, str, str], Any] = {}
@@ -240,8 +244,10 @@ class Emulation:
     # -- memory ----------------------------------------------------------------------------------
 
     def _allocated(self, device: Any) -> int:
+        """Bytes of device memory: on MPS what ``torch.mps`` counts and the hosted tensors' data."""
         if self.on_mps:
-            return torch.mps.current_allocated_memory()
+            hosting = self.installation.hosting
+            return torch.mps.current_allocated_memory() + (hosting.allocated if hosting is not None else 0)
         return self.installation.ledger.allocated[self.index(device)]
 
     def _peak(self, device: Any) -> int:
@@ -424,12 +430,13 @@ class Emulation:
         class Meta(type):
             def __call__(cls, *args: Any, **kwargs: Any) -> torch.Tensor:
                 made = cpu_type(*args, **kwargs)
-                return made.to(target) if target.type == "mps" else installation.born(made, "cuda")
+                return made.to(target) if target.type != "cpu" else installation.born(made, "cuda")
 
             def __instancecheck__(cls, instance: object) -> bool:
                 if not isinstance(instance, torch.Tensor) or instance.dtype != dtype:
                     return False
-                return instance.device.type == "mps" if target.type == "mps" else device_index(instance) is not None
+                on_device = _DEVICE(instance).type == target.type
+                return on_device if target.type != "cpu" else device_index(instance) is not None
 
         return Meta(name, (), {"dtype": dtype, "is_cuda": True, "__module__": "torch.cuda"})
 

@@ -40,10 +40,10 @@ class Installation:
         """The device ``"cuda"`` is translated to."""
         self.emulated = emulated
         self.prefer_mlx = prefer_mlx
-        self.devices = DeviceMap(device, emulated)
-        self.strict = StrictDeviceMap(device, emulated)
-        self.types = TypeMap(device, emulated)
-        self.counts = RedirectCounts(f"cuda->{device.type}")
+        self.devices = DeviceMap(device, emulated, target.aliases)
+        self.strict = StrictDeviceMap(device, emulated, target.aliases)
+        self.types = TypeMap(device, emulated, target.aliases)
+        self.counts = RedirectCounts(f"cuda->{(target.shown or device).type}")
         self.ledger = Ledger(emulated)
         self.selected = _Selected()
         self.hosting = target.hosting
@@ -137,11 +137,11 @@ class Installation:
 
 
 def _generators(target: Target, emulated: int) -> tuple[torch.Generator, ...]:
-    """One generator per emulated device where device tensors are host tensors in C++ (the CPU and simulated Mac
-    targets; a real Mac's device has its own default generator): CUDA's generators are not the host's, so
-    seeding or drawing on "cuda" leaves the host's stream alone. Each starts from the host's initial seed, as
-    ``torch.manual_seed`` seeds CUDA's too."""
-    if target.storage_type != "cpu":
+    """One generator per emulated device on the CPU target (a Mac's device, real or simulated, has its own default
+    generator, which stands for CUDA's): CUDA's generators are not the host's, so seeding or drawing on "cuda"
+    leaves the host's stream alone. Each starts from the host's initial seed, as ``torch.manual_seed`` seeds
+    CUDA's too."""
+    if target.mps:
         return ()
     seed = torch.initial_seed()
     return tuple(torch.Generator().manual_seed(seed) for _ in range(emulated))

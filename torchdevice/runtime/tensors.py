@@ -32,12 +32,15 @@ import torch.utils._device
 
 from torchdevice.callers import torch_internal
 from torchdevice.device.residence import MARK, PINNED, device_index, mark_of
+from torchdevice.device.target import Target
 from torchdevice.device.to_arguments import parse_to
 from torchdevice.patching import Patcher
 from torchdevice.runtime.emulation import Emulation
 from torchdevice.runtime.installation import Installation
 
 ASKED = "_torchdevice_asked"
+_device = vars(torch._C.TensorBase)["device"].__get__
+"""A tensor's device in C++ (what the simulated Mac's tensors show is theirs to say)."""
 """DeviceContext attribute: the CUDA device value the context was asked for."""
 
 
@@ -54,7 +57,7 @@ def patch(patcher: Patcher, r: Installation, emulation: Emulation) -> None:
     patcher.set(torch.Tensor, "type", mover.legacy_type())
     patcher.set(torch.Tensor, "get_device", _get_device(torch.Tensor.get_device))
     for name, answer in (("is_cuda", True), ("is_cpu", False)):
-        patcher.set(torch.Tensor, name, _residence_property(name, answer, r.device))
+        patcher.set(torch.Tensor, name, _residence_property(name, answer, r.target))
     patcher.set(torch.UntypedStorage, "cuda", mover.storage_cuda())
     for owner in (torch.UntypedStorage, torch.nn.Parameter):
         patcher.set(owner, "__deepcopy__", _deepcopy_keeps_residence(owner.__deepcopy__, r))
@@ -141,7 +144,7 @@ class Mover:
             asked = parse_to(args, kwargs)
         except TypeError:
             raise error from None
-        if (asked.device or t.device).type != self.target.type:
+        if (asked.device or _device(t)).type != self.target.type:
             raise error
         return self.r.hosting.moved(error, t, asked.dtype)
 
@@ -226,13 +229,20 @@ class Mover:
         r, mark = self.r, self.mark
         slot = r.counts.slot("torch.UntypedStorage.cuda")
 
+        target = r.device
+
         @functools.wraps(torch.UntypedStorage.cuda)
         def cuda(self: Any, device: Any = None, non_blocking: bool = False) -> Any:
             if device is not None:
                 r.devices[device]  # an index of no emulated device raises CUDA's error
             r.counts.count(slot)
             index = r.current() if device is None else r.index(device)
-            return self if getattr(self, MARK, None) == index else mark(self.clone(), index)
+            if getattr(self, MARK, None) == index or self.device.type == target.type != "cpu":
+                return self
+            if target.type == "cpu":
+                return mark(self.clone(), index)
+            moved = torch.empty(0, dtype=torch.uint8, device=self.device).set_(self).to(target)
+            return mark(moved.untyped_storage(), index)
 
         return cuda
 
@@ -290,15 +300,16 @@ def _get_device(original: Any) -> Any:
     return get_device
 
 
-def _residence_property(name: str, on_device: bool, target: torch.device) -> property:
+def _residence_property(name: str, on_device: bool, target: Target) -> property:
     """``is_cuda``/``is_cpu``: a device tensor's answer on a GPU for the program (on the CPU target a marked
-    tensor, elsewhere a tensor of the target); torch's own code gets the machine's (it would take CUDA-only
-    paths)."""
+    tensor, elsewhere a tensor of the target: of its device in C++, or one it shows, as hosted tensors); torch's
+    own code gets the machine's (it would take CUDA-only paths)."""
     real = vars(torch._C.TensorBase)[name].__get__
-    host_target = target.type == "cpu"
+    host_target = target.device.type == "cpu"
+    types = {target.device.type, (target.shown or target.device).type}
 
     def get(self: torch.Tensor) -> bool:
-        there = device_index(self) is not None if host_target else self.device.type == target.type
+        there = device_index(self) is not None if host_target else _device(self).type in types
         if not there or torch_internal():
             return real(self)
         return on_device

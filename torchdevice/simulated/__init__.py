@@ -3,36 +3,49 @@
 :func:`activate` is its one activation point: the runtime calls it for the ``mps-sim`` target and gets the
 :class:`~torchdevice.device.target.Target` everything else then asks. Its modules:
 
-- :mod:`.kernels`: MPS's kernels simulated on the CPU through the dispatcher (the ops MPS lacks raise MPS's
-  errors, float64 is refused), for the fallback engine to complete as it completes MPS on a Mac;
-- :mod:`.tensors`: the device tensors, host memory that says it is on ``mps:0``, and their placement rules.
+- :mod:`.device`: the device in torch, ``PyTorch's PrivateUse1`` backend named ``mps_sim``, holding host memory:
+  device tensors are real tensors of a backend torch knows;
+- :mod:`.kernels`: MPS's kernels simulated on it: computed on the host, refusing what MPS refuses (missing kernels,
+  float64, host tensors mixed in), for the fallback engine to complete as it completes MPS on a Mac;
+- :mod:`.presentation`: what the program sees (``mps:0``, ``torch.backends.mps``, ``torch.mps``, checkpoints).
 
-What it cannot show: speed, memory use (the CPU computes everything), and which exact kernels the C++ code of
-an op picks on a Mac (torch's C++ sees CPU tensors).
+The simulated macOS version is :data:`MACOS` (``TORCHDEVICE_MACOS=15.1``; by default 14.0, the oldest macOS torch
+2.13 supports, which refuses the most). What it cannot show: speed and memory use (the CPU computes everything).
 """
 
 from __future__ import annotations
+
+import os
 
 import torch
 
 from torchdevice.device.target import SIMULATED_MPS, Target
 from torchdevice.patching import Patcher
-from torchdevice.simulated import tensors
+from torchdevice.simulated import presentation
 from torchdevice.simulated.kernels import SimulatedMPS
+
+
+def _macos() -> tuple[int, int]:
+    text = os.environ.get("TORCHDEVICE_MACOS", "14.0").strip()
+    major, _, minor = text.partition(".")
+    if not major.isdigit() or (minor and not minor.isdigit()):
+        raise ValueError(f"torchdevice: TORCHDEVICE_MACOS={text!r} is not a macOS version such as 15.1")
+    return int(major), int(minor or 0)
+
+
+MACOS = _macos()
+"""The macOS version the simulated Mac runs."""
 
 
 def activate(patcher: Patcher) -> Target:
     """Simulate Apple silicon until ``patcher.restore()``; the target it is."""
     sim = SimulatedMPS.apple(SIMULATED_MPS)
-    kernels = sim.register()
-    memory = torch.library.Library("_", "IMPL")
-    memory.fallback(tensors.allocate, "MPS", with_keyset=True)
-    patcher.set(torch, "_has_compatible_shallow_copy_type", tensors.compatible(torch._has_compatible_shallow_copy_type))
-    registry = torch.serialization._package_registry
-    entry = (0, lambda obj: None, tensors.restore_on_host)
-    registry.insert(0, entry)
-    patcher.set(torch._utils, "_rebuild_tensor", tensors.rebuilt_on_device(torch._utils._rebuild_tensor))
-    patcher.defer(lambda: registry.remove(entry))
-    patcher.defer(memory._destroy)
-    patcher.defer(kernels._destroy)
-    return sim.target(tensors.DEVICE)
+    library = sim.register()
+    patcher.defer(library._destroy)
+    presentation.activate(patcher, MACOS)
+    # Backward passes run in the thread that asks for them: the autograd engine sizes its device threads once,
+    # at the process's first backward pass, which may have run before the device was registered.
+    multithreaded = torch._C._is_multithreading_enabled()
+    torch._C._set_multithreading_enabled(False)
+    patcher.defer(lambda: torch._C._set_multithreading_enabled(multithreaded))
+    return sim.target()

@@ -19,6 +19,8 @@ allocations (:func:`allocated`) are the simulated hardware's, per process, as a 
 from __future__ import annotations
 
 import ctypes
+import os
+import sys
 import threading
 import types
 import weakref
@@ -34,6 +36,7 @@ _CAPSULE.restype, _CAPSULE.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes
 _DEVICE_TYPE_OFFSET = ctypes.sizeof(ctypes.c_void_p)
 """Where ``DLTensor.device.device_type`` sits in a ``DLManagedTensor``: right after the data pointer."""
 CPU = torch.device("cpu")
+_LIBC10 = {"darwin": "libc10.dylib", "win32": "c10.dll"}.get(sys.platform, "libc10.so")
 GENERATOR = torch.Generator()
 """The device's default generator: what its random ops draw from when given none (a Mac's MPS generator)."""
 
@@ -76,7 +79,23 @@ def register() -> torch.device:
         torch._C._acc.register_python_privateuseone_device_guard(_Guard())
         torch.utils.rename_privateuse1_backend(NAME)
         torch._register_device_module(NAME, _device_module())
+        _give_an_allocator()
         return torch.device(NAME, 0)
+
+
+def _give_an_allocator() -> None:
+    """The host's allocator for C++ code that makes a storage of the device without a kernel (a Python backend
+    registers none: such code would crash). Its storages are the host's; the simulation makes device storages
+    through its kernels (:func:`allocate`), and the Python paths that make storages directly are patched
+    (:mod:`.presentation`)."""
+    library = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", _LIBC10))
+    get = getattr(library, "_ZN3c1015GetCPUAllocatorEv", None)
+    set_allocator = getattr(library, "_ZN3c1012SetAllocatorENS_10DeviceTypeEPNS_9AllocatorEh", None)
+    if get is None or set_allocator is None:
+        return
+    get.restype = ctypes.c_void_p
+    set_allocator.argtypes = [ctypes.c_int8, ctypes.c_void_p, ctypes.c_uint8]
+    set_allocator(int(torch._C._autograd.DeviceType.PrivateUse1), get(), 0)
 
 
 def device_tensor(host: torch.Tensor) -> torch.Tensor:

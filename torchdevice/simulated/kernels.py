@@ -1,33 +1,39 @@
-"""MPS's kernels simulated on the CPU, through PyTorch's dispatcher: the ops it lacks raise MPS's errors.
+"""MPS's kernels, simulated on the simulated Mac's device (:mod:`.device`): they compute on the host, and refuse what
+MPS refuses.
 
-Ops dispatched with ``PrivateUse1`` among the thread's included keys reach a backend fallback
-registered there, which runs each op on the CPU, except the ops MPS has no kernel for, which raise
-MPS's missing-kernel ``NotImplementedError``, and calls with float64 (or complex128) where MPS
-refuses them, which raise MPS's ``TypeError``. The fallback engine registers its kernels under
-``PrivateUse1`` and sees exactly what it sees under ``MPS`` on a Mac.
+Every aten call that reaches the device's dispatch key (``PrivateUse1``) runs a kernel registered here, as every
+call reaching ``MPS`` on a Mac runs one of MPS's: the ops MPS has no kernel for raise MPS's missing-kernel
+``NotImplementedError``, calls with float64 (or complex128) raise MPS's ``TypeError`` where MPS refuses them, a
+device tensor mixed with a host tensor that is not a scalar raises MPS's placement error; everything else
+computes on host tensors over the device tensors' memory and returns device tensors, so results, in-place writes,
+``out=`` arguments and views are exactly what the same call makes on the CPU. A few kernels are the device's
+rather than an op's: allocation, copies, resizing and the views that torch's own code makes for any device
+(``as_strided``, ``view``...: the CPU's kernels, which share the device tensor's storage).
 
-Two users: the ``mps-sim`` target (:mod:`.mps_sim`) includes the key for each call on its device
-tensors, with Apple silicon's whole table (:meth:`SimulatedMPS.apple`); tests and benchmarks enter a
-:class:`SimulatedMPS` with chosen ops, which includes the key for the whole thread (every CPU tensor
-is then a device tensor). ``attempts`` counts the calls each chosen op got; ``raised`` keeps the
-exceptions the simulated kernels raised.
+The fallback engine registers its kernels on the same key for the overloads it completes, as it does on a Mac
+under ``MPS``: it cannot tell the two apart.
+
+:class:`SimulatedMPS` says what the device refuses: Apple silicon's table with :meth:`SimulatedMPS.apple` (the
+``mps-sim`` target), or chosen ops (tests and benchmarks); ``attempts`` counts the calls each chosen op got and
+``raised`` keeps what the kernels raised.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
+import math
 from collections import Counter
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Any
 
 import torch
-from torch._C import DispatchKey, DispatchKeySet
 
-from torchdevice.device.aten import leaves
+from torchdevice.device.aten import OpSchema, leaves, tensors, tree_map
 from torchdevice.device.hosted import WIDE, Hosting
+from torchdevice.device.placement import HOST_ARGUMENTS, HOST_RESULTS, placement_error
 from torchdevice.device.target import Target
+from torchdevice.simulated import device as simulated_device
+from torchdevice.simulated.device import CPU, GENERATOR, allocate, device_tensor, host_alias, host_bytes
 
 MISSING = (
     "The operator '{op}' is not currently implemented for the MPS device. If you want this op to be considered "
@@ -36,47 +42,34 @@ MISSING = (
     "variable `PYTORCH_ENABLE_MPS_FALLBACK=1` to use the CPU as a fallback for this op. WARNING: this will be "
     "slower than running natively on MPS."
 )
-NAME = "simulated-mps"
-"""The simulated target's name in the capability cache."""
 NO_FLOAT64 = (
     "Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
     "Please use float32 instead."
 )
-CPU = torch.device("cpu")
+NAME = "simulated-mps"
+"""The name of a chosen table's verdicts in the capability cache (Apple silicon's: ``mps-sim``)."""
 EVERY_OP = "*"
 """``no_float64=EVERY_OP``: every op refuses float64, as on MPS."""
+SHOWN = torch.device("mps", 0)
+"""What the device's tensors say they are on."""
 
-
-@dataclass(frozen=True)
-class SimulatedTarget(Target):
-    """The simulated device: CPU tensors, kernels under ``PrivateUse1``, MPS's error messages."""
-
-    def escape(self) -> contextlib.AbstractContextManager[object]:
-        return torch._C._ForceDispatchKeyGuard(_outside.keys, torch._C._dispatch_tls_local_exclude_set())
-
-
-class _Outside(threading.local):
-    keys: DispatchKeySet = DispatchKeySet(DispatchKey.Undefined)
-    """The thread's included dispatch keys where the simulated device was entered (a key set's
-    ``remove`` keeps the backend bit, so the set is kept, not computed)."""
-
-
-_outside = _Outside()
-
-
-@contextlib.contextmanager
-def including(exclude: DispatchKeySet | None = None) -> Iterator[None]:
-    """A block whose ops on CPU tensors dispatch to the simulated device first (``exclude``: keys to
-    leave out as well)."""
-    outside, before = torch._C._dispatch_tls_local_include_set(), _outside.keys
-    excluded = torch._C._dispatch_tls_local_exclude_set()
-    _outside.keys = outside
-    try:
-        with torch._C._ForceDispatchKeyGuard(outside.add(DispatchKey.PrivateUse1),
-                                             excluded if exclude is None else excluded | exclude):
-            yield
-    finally:
-        _outside.keys = before
+_aten = torch.ops.aten
+_DEVICE = vars(torch._C.TensorBase)["device"].__get__
+"""A tensor's device in C++ (what the program sees is :mod:`.presentation`'s)."""
+_VIEWS = (_aten.as_strided.default, _aten.view.default, _aten._reshape_alias.default, _aten.unfold.default,
+          _aten.view_as_real.default, _aten.view_as_complex.default, _aten.set_.source_Storage,
+          _aten.set_.source_Storage_storage_offset, _aten.set_.source_Tensor)
+"""Kernels torch writes for any device (new views of a storage, a storage swapped in): the CPU's run on device
+tensors as they are."""
+_OVERRIDABLE = {"convolution_overrideable": _aten.convolution.default,
+                "convolution_backward_overrideable": _aten.convolution_backward.default}
+"""Ops torch's composite code calls for a device it has no branch for (where a Mac runs MPS's own convolution):
+the CPU's equivalent computes them."""
+_WHOLE = tuple(getattr(getattr(_aten, op), overload) for op in ("lstm", "gru", "rnn_tanh", "rnn_relu")
+               for overload in ("input", "data"))
+"""Recurrent layers, which a Mac runs as one MPS kernel (``_lstm_mps``) or decomposed into MPS's matrix products,
+and torch's composite code would run through CUDA's fused cells on a device it has no branch for: run whole on the
+host, gradients included."""
 
 
 def uses_float64(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
@@ -86,9 +79,9 @@ def uses_float64(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
 
 
 class SimulatedMPS:
-    """``with SimulatedMPS(missing=..., no_float64=...) as target:`` (op names without ``aten::``, any
-    overload; ``missing_overloads``: aten overload names; ``no_float64=EVERY_OP``: all ops);
-    ``table_missing``/``try_first`` become the target's kernel table."""
+    """What the simulated device refuses: ``missing`` op names (any overload) or ``missing_overloads`` (aten
+    overload names); float64 in ``no_float64`` ops (``EVERY_OP``: all, as MPS). ``table_missing``/``try_first``
+    become the target's kernel table. ``with SimulatedMPS(...) as target:`` registers the kernels for a block."""
 
     def __init__(self, *, missing: Iterable[str] = (), no_float64: Iterable[str] = (),
                  table_missing: Iterable[str] = (), try_first: Iterable[str] = (),
@@ -104,51 +97,282 @@ class SimulatedMPS:
 
     @classmethod
     def apple(cls, name: str = NAME) -> SimulatedMPS:
-        """Apple silicon with the torch this package was built for: every overload of the generated
-        kernel table missing, float64 refused by every op."""
+        """Apple silicon with the torch this package was built for: every overload of the generated kernel table
+        missing, float64 refused by every op."""
         from torchdevice_generated.fallback_table import MISSING_ON_MPS, TRY_ON_MPS
 
         return cls(missing_overloads=MISSING_ON_MPS, no_float64=EVERY_OP, table_missing=MISSING_ON_MPS,
                    try_first=TRY_ON_MPS, name=name)
 
-    def target(self, device: torch.device = CPU) -> SimulatedTarget:
-        """The target the engine completes, its tensors shown on ``device`` (on ``mps:0``, refusing float64
-        everywhere, it hosts float64; its tensors are host tensors in C++)."""
-        hosting = Hosting(device, "cpu") if self.no_float64 == EVERY_OP and device.type != "cpu" else None
-        return SimulatedTarget(self.name, device, "PrivateUse1", "MPS", *self.table, hosting)
+    def target(self) -> Target:
+        """The target the runtime and the fallback engine complete (the device registered: :func:`.device.register`)."""
+        device = simulated_device.register()
+        hosting = Hosting(SHOWN, device) if self.no_float64 == EVERY_OP else None
+        return Target(self.name, device, "PrivateUse1", "MPS", *self.table, hosting, shown=SHOWN,
+                      aliases=("mps",))
+
+    def refusal(self, op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Exception | None:
+        """What MPS raises for this call, if it refuses it."""
+        name = op._schema.name.removeprefix("aten::")
+        if name in self.missing or name in self.no_float64:
+            self.attempts[name] += 1
+        if name in self.missing or op._name in self.missing_overloads:
+            return NotImplementedError(MISSING.format(op=op._name))
+        if (self.no_float64 == EVERY_OP or name in self.no_float64) and uses_float64(args, kwargs):
+            return TypeError(NO_FLOAT64)
+        return None
 
     def register(self) -> torch.library.Library:
-        """Register the simulated kernels; they stay registered while the returned library is alive."""
+        """Register the device's kernels; they stay registered while the returned library is alive."""
+        self.target()
         library = torch.library.Library("_", "IMPL")
-        library.fallback(self._kernel(self.target()), "PrivateUse1", with_keyset=True)
+        library.fallback(self._kernel, "PrivateUse1", with_keyset=True)
+        # autocast passes through, as torch's own devices' autocast keys do (CUDA's policy is the runtime's)
+        library.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
+        ops = torch.library.Library("aten", "IMPL")
+        library._ops = ops  # type: ignore[attr-defined]  # one lifetime for both
+        for op in _VIEWS:
+            ops.impl(op, _cpu_kernel(op), "PrivateUse1", with_keyset=True)
+        own = {_aten.empty.memory_format: _empty, _aten.empty_strided.default: _empty_strided,
+               _aten.resize_.default: _resize, _aten.set_.default: _set_empty, _aten.copy_.default: _copy,
+               _aten._copy_from.default: _copy_from, _aten._copy_from_and_resize.default: _copy_from_and_resize}
+        for op, kernel in own.items():
+            ops.impl(op, kernel, "PrivateUse1", with_keyset=True)
+        for name, equivalent in _OVERRIDABLE.items():
+            ops.impl(getattr(_aten, name).default, _equivalent(equivalent), "PrivateUse1", with_keyset=True)
+        for op in _WHOLE:
+            ops.impl(op, _whole_on_host(op), "AutogradPrivateUse1")
+        ops.impl(_aten.group_norm.default, _group_norm, "AutogradPrivateUse1")
+        destroy = library._destroy
+        library._destroy = lambda: (ops._destroy(), destroy())  # type: ignore[method-assign]
         return library
 
-    def __enter__(self) -> SimulatedTarget:
+    def __enter__(self) -> Target:
         self._stack.callback(self.register()._destroy)
-        self._stack.enter_context(including())
         return self.target()
 
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
 
-    def _kernel(self, target: SimulatedTarget):
-        missing, overloads, no_float64 = self.missing, self.missing_overloads, self.no_float64
+    def _kernel(self, keyset: Any, op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
+        refused = self.refusal(op, args, kwargs)
+        if refused is not None:
+            raise refused
+        try:
+            return on_host(op, args, kwargs)
+        except Exception as exc:  # a user error of the CPU kernel: what the caller must get
+            self.raised.append(exc)
+            raise
 
-        def simulated_kernel(keyset: Any, op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
-            name = op._schema.name.removeprefix("aten::")
-            lacks = name in missing or op._name in overloads
-            refuses_float64 = no_float64 == EVERY_OP or name in no_float64
-            if name in missing or name in no_float64:
-                self.attempts[name] += 1
-            if lacks:
-                raise NotImplementedError(MISSING.format(op=op._name))
-            if refuses_float64 and uses_float64(args, kwargs):
-                raise TypeError(NO_FLOAT64)
-            with target.escape():
-                try:
-                    return op(*args, **kwargs)
-                except Exception as exc:  # a user error of the CPU kernel: what the caller must get
-                    self.raised.append(exc)
-                    raise
 
-        return simulated_kernel
+def on_host(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """``op`` computed on host tensors over the device tensors' memory, as MPS's kernel of it would: arguments it
+    writes written in place (``out=`` ones resized as the CPU's kernel resizes them), its new tensors device
+    tensors, the arguments it returns the caller's own."""
+    name = op._opname
+    found = tensors((args, kwargs))
+    if name not in HOST_ARGUMENTS and any(_is_device(t) for t in found) and any(
+            not _is_device(t) and t.dim() > 0 for t in found):
+        raise placement_error(SHOWN)
+    schema = OpSchema.of(op)
+    args = schema.boxed(args)
+    own: dict[int, torch.Tensor] = {}
+
+    def to_host(x: Any) -> Any:
+        if isinstance(x, torch.Tensor) and _is_device(x):
+            alias = _alias(x)
+            own[id(alias)] = x
+            return alias
+        return CPU if isinstance(x, torch.device) and x.type == simulated_device.NAME else x
+
+    host_args = list(tree_map(to_host, args))
+    host_kwargs = {k: (tree_map(_fresh, v) if k in schema.outputs else tree_map(to_host, v))
+                   for k, v in kwargs.items()}
+    _give_generator(schema, host_args, host_kwargs)
+    value = op(*host_args, **host_kwargs)
+    for key in schema.outputs & kwargs.keys():  # out=: the result written into the caller's tensors
+        for original, computed in zip(tensors(kwargs[key]), tensors(host_kwargs[key]), strict=True):
+            _write_out(original, computed)
+            own[id(computed)] = original
+    at = HOST_RESULTS.get(name)
+    if at is not None:  # a packed sequence's batch sizes stay host tensors, as on every device
+        return (*_placed(value[:at], own), value[at], *_placed(value[at + 1:], own))
+    return _placed(value, own)
+
+
+def _is_device(t: torch.Tensor) -> bool:
+    return _DEVICE(t).type == simulated_device.NAME
+
+
+def _alias(t: torch.Tensor) -> torch.Tensor:
+    """The host alias of device tensor ``t``, with its conjugate and negative bits."""
+    alias = host_alias(t)
+    if t.is_conj():
+        alias = alias._conj()
+    if t.is_neg():
+        alias = alias._neg_view()
+    return alias
+
+
+def _fresh(x: Any) -> Any:
+    """A host tensor for an ``out=`` argument: the CPU's kernel writes (and resizes) it, then the result goes into
+    the device tensor."""
+    if isinstance(x, torch.Tensor) and _is_device(x):
+        return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype)
+    return x
+
+
+def _write_out(original: torch.Tensor, computed: torch.Tensor) -> None:
+    if original.shape != computed.shape or original.stride() != computed.stride():
+        original.resize_(computed.shape)
+        if original.stride() != computed.stride():
+            original.as_strided_(computed.shape, computed.stride())
+    _alias(original).copy_(computed)
+
+
+def _give_generator(schema: OpSchema, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """An op that draws random numbers and was given no generator draws from the device's own, as on a Mac."""
+    if "generator" not in schema.names:
+        return
+    at = schema.names.index("generator")
+    if at < len(args):
+        if args[at] is None:
+            args[at] = GENERATOR  # type: ignore[index]
+    elif kwargs.get("generator") is None:
+        kwargs["generator"] = GENERATOR
+
+
+def _placed(value: Any, own: dict[int, torch.Tensor]) -> Any:
+    """Host results as device tensors; the arguments an op returned (in place, ``out=``) as the caller's."""
+    def place(x: Any) -> Any:
+        if not isinstance(x, torch.Tensor):
+            return x
+        if id(x) in own:
+            return own[id(x)]
+        return device_tensor(x.resolve_conj().resolve_neg())
+
+    return tree_map(place, value)
+
+
+class _OnHost(torch.autograd.Function):
+    """An op run whole on host copies of its tensors, with its gradients computed there too."""
+
+    @staticmethod
+    def forward(ctx: Any, op: torch._ops.OpOverload, structure: Any, *flat: Any) -> Any:
+        inputs = [_alias(t).detach().clone().requires_grad_(t.requires_grad) if isinstance(t, torch.Tensor)
+                  and _is_device(t) else t for t in flat]
+        with torch.enable_grad():
+            outputs = op(*_rebuild(structure, inputs))
+        ctx.inputs, ctx.outputs = inputs, [t for t in tensors(outputs)]
+        return tuple(device_tensor(t.detach()) for t in ctx.outputs)
+
+    @staticmethod
+    def backward(ctx: Any, *grads: torch.Tensor) -> Any:
+        wanted = [t for t in ctx.inputs if isinstance(t, torch.Tensor) and t.requires_grad]
+        pairs = [(o, _alias(g) if _is_device(g) else g) for o, g in zip(ctx.outputs, grads, strict=True)
+                 if g is not None and o.requires_grad]
+        found = iter(torch.autograd.grad([o for o, _ in pairs], wanted, [g for _, g in pairs], allow_unused=True))
+        computed = [next(found) if isinstance(t, torch.Tensor) and t.requires_grad else None for t in ctx.inputs]
+        return (None, None, *(device_tensor(g) if g is not None else None for g in computed))
+
+
+def _rebuild(structure: Any, flat: list[Any]) -> Any:
+    """The arguments ``structure`` (lists of tensors and values) with its tensors taken from ``flat`` in order."""
+    values = iter(flat)
+    return tree_map(lambda x: next(values), structure)
+
+
+def _whole_on_host(op: torch._ops.OpOverload) -> Any:
+    packed = op._overloadname == "data"  # a packed sequence's batch sizes (the second argument) are host tensors
+
+    def whole(*args: Any) -> Any:
+        found = tensors((args[0], *args[2:]) if packed else args)
+        if any(_is_device(t) for t in found) and any(not _is_device(t) and t.dim() > 0 for t in found):
+            raise placement_error(SHOWN)  # the layer left on the host, or its input
+        return _OnHost.apply(op, list(args), *leaves(list(args)))
+
+    return whole
+
+
+def _group_norm(input: torch.Tensor, num_groups: int, weight: torch.Tensor | None = None,
+                bias: torch.Tensor | None = None, eps: float = 1e-5, cudnn_enabled: bool = True) -> torch.Tensor:
+    """``group_norm`` as a Mac runs it: MPS's ``native_group_norm`` of the contiguous input (torch's composite code
+    reshapes with views on a device it has no branch for, which a channels-last input cannot take)."""
+    n, c = input.shape[:2]
+    return _aten.native_group_norm(input.contiguous(), weight, bias, n, c, math.prod(input.shape[2:]), num_groups,
+                                   eps)[0]
+
+
+def _cpu_kernel(op: torch._ops.OpOverload) -> Any:
+    kernel = torch.library.get_kernel(op, "CPU")
+
+    def device_agnostic(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        return kernel.call_boxed(keyset, *args, **kwargs)
+
+    return device_agnostic
+
+
+def _equivalent(equivalent: torch._ops.OpOverload) -> Any:
+    def computed(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        return on_host(equivalent, args, kwargs)
+
+    return computed
+
+
+def _refuse_dtype(dtype: torch.dtype | None) -> torch.dtype:
+    dtype = dtype or torch.get_default_dtype()
+    if dtype in WIDE:
+        raise TypeError(NO_FLOAT64)
+    return dtype
+
+
+def _empty(keyset: Any, size: list[int], dtype: torch.dtype | None = None, layout: Any = None, device: Any = None,
+           pin_memory: bool | None = None, memory_format: torch.memory_format | None = None) -> torch.Tensor:
+    """New device memory (MPS's allocation refuses float64)."""
+    made = allocate(size, None, _refuse_dtype(dtype))
+    if memory_format is not None and memory_format != torch.contiguous_format:
+        stride = torch.empty(size, device="meta").to(memory_format=memory_format).stride()
+        made = allocate(size, stride, made.dtype)
+    return made
+
+
+def _empty_strided(keyset: Any, size: list[int], stride: list[int], dtype: torch.dtype | None = None,
+                   layout: Any = None, device: Any = None, pin_memory: bool | None = None) -> torch.Tensor:
+    return allocate(size, stride, _refuse_dtype(dtype))
+
+
+def _resize(keyset: Any, self: torch.Tensor, size: list[int],
+            memory_format: torch.memory_format | None = None) -> torch.Tensor:
+    """``resize_``: a storage too small for the new size is replaced by new device memory holding its bytes (device
+    memory is allocated, not grown in place); then the CPU's kernel sets the sizes."""
+    needed = (self.storage_offset() + math.prod(size)) * self.element_size()
+    storage = self.untyped_storage()
+    if needed > storage.nbytes():
+        grown = allocate([needed], None, torch.uint8)
+        host_alias(grown)[: storage.nbytes()].copy_(host_bytes(storage))
+        _aten.set_.source_Storage_storage_offset(self, grown.untyped_storage(), self.storage_offset(), self.shape,
+                                                  self.stride())
+    return _RESIZE.call_boxed(keyset, self, size, memory_format=memory_format)
+
+
+_RESIZE = torch.library.get_kernel(_aten.resize_.default, "CPU")
+
+
+def _set_empty(keyset: Any, self: torch.Tensor) -> torch.Tensor:
+    """``set_()``: an empty storage of the device."""
+    empty = allocate([0], None, self.dtype)
+    return _aten.set_.source_Storage_storage_offset(self, empty.untyped_storage(), 0, [0], [])
+
+
+def _copy(keyset: Any, self: torch.Tensor, src: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
+    (_alias(self) if _is_device(self) else self).copy_(_alias(src) if _is_device(src) else src)
+    return self
+
+
+def _copy_from(keyset: Any, self: torch.Tensor, dst: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
+    return _copy(keyset, dst, self)
+
+
+def _copy_from_and_resize(keyset: Any, self: torch.Tensor, dst: torch.Tensor) -> torch.Tensor:
+    dst.resize_(self.shape)
+    return _copy(keyset, dst, self)

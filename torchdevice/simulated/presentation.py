@@ -14,6 +14,7 @@ While the simulation is installed (every patch through the runtime's patcher):
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any
 
@@ -59,10 +60,50 @@ def activate(patcher: Patcher, macos: tuple[int, int]) -> None:
     }
     for name, answer in answers.items():
         patcher.set(torch.mps, name, answer)
+    patcher.set(torch.UntypedStorage, "clone", _clone(torch.UntypedStorage.clone))
+    patcher.set(torch.storage, "_to", _to(torch.storage._to))
+    patcher.set(torch.Tensor, "numpy", _numpy(torch.Tensor.numpy))
     registry = torch.serialization._package_registry
     entry = (0, _tag, _restore)
     registry.insert(0, entry)
     patcher.defer(lambda: registry.remove(entry))
+
+
+def _clone(original: Any) -> Any:
+    """``UntypedStorage.clone`` (``copy.deepcopy`` of a device tensor): device memory for a device storage."""
+    @functools.wraps(original)
+    def clone(self: Any) -> Any:
+        if self.device.type != NAME:
+            return original(self)
+        copied = allocate([self.nbytes()], None, torch.uint8)
+        host_alias(copied).copy_(host_bytes(self))
+        return copied.untyped_storage()
+
+    return clone
+
+
+def _to(original: Any) -> Any:
+    """``Storage.to(device=...)``: through tensors, which the device's kernels make."""
+    @functools.wraps(original)
+    def to(self: Any, device: torch.device, non_blocking: bool = False) -> Any:
+        if device.type not in (NAME, "mps") and self.device.type != NAME:
+            return original(self, device, non_blocking)
+        moved = torch.empty(0, dtype=torch.uint8, device=self.device).set_(self).to(device)
+        return moved.untyped_storage()
+
+    return to
+
+
+def _numpy(original: Any) -> Any:
+    """``Tensor.numpy`` of a device tensor raises the Mac's error (torch's would name ``mps_sim:0``)."""
+    @functools.wraps(original)
+    def numpy(self: torch.Tensor, *, force: bool = False) -> Any:
+        if _DEVICE(self).type == NAME and not force:
+            raise TypeError(f"can't convert {SHOWN} device type tensor to numpy. Use Tensor.cpu() to copy the tensor "
+                            "to host memory first.")
+        return original(self, force=force)
+
+    return numpy
 
 
 def _tag(storage: Any) -> str | None:
