@@ -1,4 +1,5 @@
-"""The engine on a simulated MPS target: routing, verdicts, result types, user errors, zero overhead."""
+"""The engine on a simulated MPS target: routing, verdicts, result types, user errors, zero overhead. The target's
+tensors are the simulated device's (``on(target, ...)`` copies inputs there, ``host(...)`` results back)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from fallback_support import activated, engine, registered
+from fallback_support import activated, engine, host, on, registered
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 from torch.utils import _pytree as pytree
 from torchdevice_generated.mlx_shims import SHIMS
@@ -32,11 +33,13 @@ def test_missing_op_runs_on_cpu_without_trying_the_target(fallbacks):
     assert "aten::cummax" not in MLX_ROUTES  # no MLX route: the CPU runs it
     sim = SimulatedMPS(missing={"cummax"}, table_missing={"aten::cummax"})
     x = torch.randn(6)
-    with activated(sim):
-        results = [torch.cummax(x, 0), x.cummax(0), torch.ops.aten.cummax(x, 0)]
+    with activated(sim) as target:
+        d = on(target, x)
+        results = [torch.cummax(d, 0), d.cummax(0), torch.ops.aten.cummax(d, 0)]
+        assert type(results[0]) is torch.return_types.cummax
+        results = host(results)
     for r in results:
         torch.testing.assert_close(tuple(r), tuple(torch.cummax(x, 0)))
-    assert type(results[0]) is torch.return_types.cummax
     assert sim.attempts["cummax"] == 0
     assert fallbacks["aten::cummax", "cpu"] == 3
 
@@ -47,8 +50,9 @@ def test_missing_op_with_verified_mlx_mapping_runs_on_mlx(fallbacks):
     assert "aten::cumsum" in MLX_ROUTES
     sim = SimulatedMPS(missing={"cumsum"}, table_missing={"aten::cumsum"})
     x = torch.randn(6)
-    with activated(sim):
-        results = [torch.cumsum(x, 0), x.cumsum(0)]
+    with activated(sim) as target:
+        d = on(target, x)
+        results = host([torch.cumsum(d, 0), d.cumsum(0)])
     for r in results:
         torch.testing.assert_close(r, torch.cumsum(x, 0))
     assert sim.attempts["cumsum"] == 0
@@ -58,11 +62,12 @@ def test_missing_op_with_verified_mlx_mapping_runs_on_mlx(fallbacks):
 def test_failure_learned_once_then_not_retried(fallbacks, cache_dir):
     sim = SimulatedMPS(no_float64={"erfinv"}, try_first={"aten::erfinv"})
     x = torch.rand(5, dtype=torch.float64)
-    with activated(sim):
-        first, second = torch.erfinv(x), torch.erfinv(x)
+    with activated(sim) as target:
+        d = on(target, x)  # this table refuses float64 in erfinv alone: the device holds it
+        first, second = host(torch.erfinv(d)), host(torch.erfinv(d))
         assert sim.attempts["erfinv"] == 1  # float64 tried once, then known to fail
-        single = torch.erfinv(x.float())
-        torch.erfinv(x.float())
+        single = host(torch.erfinv(d.float()))
+        torch.erfinv(d.float())
         assert sim.attempts["erfinv"] == 3  # float32 works there: tried every time, never falls back
     torch.testing.assert_close(first, torch.erfinv(x))
     torch.testing.assert_close(second, torch.erfinv(x))
@@ -73,14 +78,14 @@ def test_failure_learned_once_then_not_retried(fallbacks, cache_dir):
 
 def test_learned_verdict_persists_for_the_next_activation(fallbacks):
     x = torch.rand(5, dtype=torch.float64)
-    with activated(SimulatedMPS(no_float64={"erfinv"}, try_first={"aten::erfinv"})):
-        torch.erfinv(x)
+    with activated(SimulatedMPS(no_float64={"erfinv"}, try_first={"aten::erfinv"})) as target:
+        torch.erfinv(on(target, x))
     # a later run whose table does not name erfinv: the persisted verdict registers and routes it
     later = SimulatedMPS(no_float64={"erfinv"})
     expected = torch.erfinv(x)
-    with activated(later):
+    with activated(later) as target:
         assert registered("aten::erfinv")
-        torch.testing.assert_close(torch.erfinv(x), expected)
+        torch.testing.assert_close(host(torch.erfinv(on(target, x))), expected)
     assert later.attempts["erfinv"] == 0
     assert fallbacks["aten::erfinv", "cpu"] == 2
 
@@ -88,9 +93,8 @@ def test_learned_verdict_persists_for_the_next_activation(fallbacks):
 def test_missing_kernel_learned_for_every_dtype():
     sim = SimulatedMPS(missing={"erfinv"}, try_first={"aten::erfinv"})
     with activated(sim) as target:
-        torch.erfinv(torch.rand(3))
-        torch.erfinv(torch.rand(3, dtype=torch.float64))
-        torch.erfinv(torch.rand(3, dtype=torch.float16))
+        for dtype in (torch.float32, torch.float64, torch.float16):
+            torch.erfinv(on(target, torch.rand(3, dtype=dtype)))
         assert CapabilityCache.open(target.name).learned() == {"aten::erfinv": {ANY: "kernel"}}
     assert sim.attempts["erfinv"] == 1
 
@@ -98,9 +102,10 @@ def test_missing_kernel_learned_for_every_dtype():
 def test_verified_mlx_shim_runs_a_missing_op(fallbacks):
     sim = SimulatedMPS(missing={"exp"}, table_missing={"aten::exp"})
     x = torch.randn(8)
-    with engine(sim, {"aten::exp": SHIMS["exp"]}):
-        y = torch.exp(x)
-        z = torch.exp(x.double())  # MLX has no float64: the shim refuses, the CPU runs it
+    with engine(sim, {"aten::exp": SHIMS["exp"]}) as e:
+        d = on(e.target, x)
+        y = host(torch.exp(d))
+        z = host(torch.exp(d.double()))  # MLX has no float64: the shim refuses, the CPU runs it
     torch.testing.assert_close(y, torch.exp(x))
     torch.testing.assert_close(z, torch.exp(x.double()))
     assert (fallbacks["aten::exp", "mlx"], fallbacks["aten::exp", "cpu"]) == (1, 1)
@@ -110,9 +115,10 @@ def test_verified_mlx_shim_runs_a_missing_op(fallbacks):
 def test_prefer_mlx_sends_supported_ops_to_mlx(fallbacks):
     sim = SimulatedMPS(no_float64={"add"})  # add works on the target; attempts are counted
     a, b = torch.randn(4), torch.randn(4)
-    with engine(sim, {"aten::add.Tensor": SHIMS["add"]}, prefer_mlx=True):
-        y = torch.add(a, b)
-        scaled = torch.add(a, b, alpha=2)  # alpha has no MLX translation: the target runs it
+    with engine(sim, {"aten::add.Tensor": SHIMS["add"]}, prefer_mlx=True) as e:
+        da, db = on(e.target, (a, b))
+        y = host(torch.add(da, db))
+        scaled = host(torch.add(da, db, alpha=2))  # alpha has no MLX translation: the target runs it
     torch.testing.assert_close(y, a + b)
     torch.testing.assert_close(scaled, a + 2 * b)
     assert fallbacks["aten::add.Tensor", "mlx"] == 1
@@ -123,10 +129,11 @@ def test_inplace_through_mlx_keeps_the_callers_tensor(fallbacks):
     sim = SimulatedMPS(missing={"add_"}, table_missing={"aten::add_.Tensor"})
     x, other = torch.randn(5), torch.randn(5)
     expected = x + other
-    with engine(sim, {"aten::add_.Tensor": SHIMS["add"]}):
-        y = x.add_(other)
-    assert y is x
-    torch.testing.assert_close(x, expected)
+    with engine(sim, {"aten::add_.Tensor": SHIMS["add"]}) as e:
+        d, other = on(e.target, (x, other))
+        y = d.add_(other)
+        assert y is d
+        torch.testing.assert_close(host(d), expected)
     assert fallbacks["aten::add_.Tensor", "mlx"] == 1
 
 
@@ -150,8 +157,11 @@ def test_result_types_are_kept():
 
     expected = program()
     sim = SimulatedMPS(missing=ops, table_missing=table)
-    with activated(sim):
+    with activated(sim) as target:
+        x, seqs = on(target, (x, seqs))  # the lengths of a packed sequence stay a host tensor on every device
         got = program()
+        assert type(got["max"]) is torch.return_types.max and type(got["packed"]) is PackedSequence
+        got = host(got)
     assert all(sim.attempts[op] == 0 for op in ops)
     # every container type, return_types and PackedSequence included, is the native one
     assert pytree.tree_structure(got) == pytree.tree_structure(expected)
@@ -173,8 +183,9 @@ def test_inplace_and_out_update_the_callers_tensors(fallbacks, mode):
     expected = program(*(t.clone() for t in inputs))
     table = {"aten::cumsum_", "aten::cumsum.out", "aten::index_add_", "aten::_foreach_add_.Scalar"}
     sim = SimulatedMPS(missing={"cumsum_", "cumsum", "index_add_", "_foreach_add_"}, table_missing=table)
-    with activated(sim):
-        got = program(*inputs)
+    with activated(sim) as target:
+        got = program(*on(target, inputs))
+        got = (host(got[0]), got[1])
     assert got[1] == expected[1] and got[1][:3] == (True, True, True)
     torch.testing.assert_close(got[0], expected[0])  # out= resized from empty, as natively
     assert fallbacks.total() == 4
@@ -189,16 +200,16 @@ def test_gradients_flow_back_through_the_cpu_route():
     w_native = torch.randn(3, 5, requires_grad=True)
     loss(w_native, x).backward()
     sim = SimulatedMPS(missing={"cumsum", "sort"}, table_missing={"aten::cumsum", "aten::sort"})
-    w = w_native.detach().clone().requires_grad_()
-    with activated(sim):
-        loss(w, x).backward()
-    torch.testing.assert_close(w.grad, w_native.grad)
+    with activated(sim) as target:
+        w = on(target, w_native.detach()).requires_grad_()
+        loss(w, on(target, x)).backward()
+        torch.testing.assert_close(host(w.grad), w_native.grad)
 
 
 def test_user_error_of_the_target_propagates_unchanged(fallbacks):
     sim = SimulatedMPS(no_float64={"index_select"}, try_first={"aten::index_select"})
     with activated(sim) as target, pytest.raises(RuntimeError, match="Expected dtype int32 or int64") as info:
-        torch.index_select(torch.randn(3), 0, torch.tensor([0.0]))
+        torch.index_select(on(target, torch.randn(3)), 0, on(target, torch.tensor([0.0])))
     assert sim.attempts["index_select"] == 1
     assert info.value is sim.raised[-1]  # the object the target's kernel raised
     assert info.value.__cause__ is None and info.value.__context__ is None
@@ -211,8 +222,8 @@ def test_user_error_on_the_cpu_route_is_torchs_own():
     sim = SimulatedMPS(missing={"cumsum"}, table_missing={"aten::cumsum"})
     with pytest.raises(IndexError) as native:
         torch.cumsum(torch.ones(2), 3)
-    with activated(sim), pytest.raises(IndexError) as routed:
-        torch.cumsum(torch.ones(2), 3)
+    with activated(sim) as target, pytest.raises(IndexError) as routed:
+        torch.cumsum(on(target, torch.ones(2)), 3)
     assert str(routed.value) == str(native.value)
     assert traceback.extract_tb(routed.value.__traceback__)[-1].filename.startswith(TORCH_DIR)
 
@@ -231,7 +242,7 @@ def test_supported_ops_are_not_touched():
         patcher.restore()
         assert not registered("aten::cumsum")
         with pytest.raises(NotImplementedError, match="not currently implemented for the MPS device"):
-            torch.cumsum(torch.ones(3), 0)
+            torch.cumsum(torch.ones(3, device=target.device), 0)
 
 
 def test_cpu_target_without_prefer_mlx_changes_nothing():

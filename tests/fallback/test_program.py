@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from fallback_support import activated
+from fallback_support import simulating
 from torch import nn
 
 import torchdevice
@@ -59,7 +59,7 @@ def test_cuda_program_runs_with_native_results(fallbacks):
     with torchdevice.installed("cpu"):
         native = train()
     sim = SimulatedMPS(missing=MISSING, no_float64={"mean"}, table_missing=TABLE, try_first={"aten::mean"})
-    with torchdevice.installed("cpu"), activated(sim):
+    with simulating(sim), torchdevice.installed("mps-sim"):
         completed = train()
     assert_same_training(completed, native)
     assert all(sim.attempts[op] == 0 for op in MISSING)  # known missing: never tried

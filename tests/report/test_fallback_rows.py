@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from fallback_support import activated
+from fallback_support import activated, host, on
 
 from torchdevice.reporting import counts as report
 from torchdevice.reporting import program as program_report
@@ -28,9 +28,9 @@ def test_missing_kernel_and_unsupported_dtype_are_counted_timed_and_explained():
     sim = SimulatedMPS(missing={"cummax"}, table_missing={"aten::cummax"}, no_float64={"erfinv"},
                        try_first={"aten::erfinv"})
     x, d = torch.randn(50), torch.rand(5, dtype=torch.float64)
-    with activated(sim):
-        maxima = [torch.cummax(x, 0) for _ in range(3)]
-        inverse = torch.erfinv(d)
+    with activated(sim) as target:
+        maxima = host([torch.cummax(on(target, x), 0) for _ in range(3)])
+        inverse = host(torch.erfinv(on(target, d)))
     torch.testing.assert_close(tuple(maxima[0]), tuple(torch.cummax(x, 0)))
     torch.testing.assert_close(inverse, torch.erfinv(d))
     cummax = row("aten::cummax", "cpu")

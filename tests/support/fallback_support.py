@@ -8,14 +8,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
+from torch.utils import _pytree as pytree
 
+from torchdevice.device.target import Target
 from torchdevice.fallback import Engine, activate
 from torchdevice.fallback import engine as engine_module
 from torchdevice.fallback.cache import CapabilityCache
 from torchdevice.fallback.mlx_bridge import MlxUnsupported
 from torchdevice.patching import Patcher
 from torchdevice.reporting.counts import fallbacks as fallback_counts
-from torchdevice.device.target import Target
 from torchdevice.simulated.kernels import SimulatedMPS
 
 
@@ -52,9 +53,30 @@ def engine(sim: SimulatedMPS, shims: dict[str, Any], *, prefer_mlx: bool = False
                    prefer_mlx=prefer_mlx)
         library = e.install()
         try:
-            yield e
+            yield e  # its ``target``: the simulated device
         finally:
             library._destroy()
+
+
+def on(target: Target, value: Any) -> Any:
+    """``value`` with its tensors copied to ``target``'s device (the simulated device's tensors are its own)."""
+    return pytree.tree_map(lambda t: t.to(target.device) if isinstance(t, torch.Tensor) else t, value)
+
+
+def host(value: Any) -> Any:
+    """``value`` with its tensors copied to the host, containers (named tuples, ``PackedSequence``) kept."""
+    return pytree.tree_map(lambda t: t.cpu() if isinstance(t, torch.Tensor) else t, value)
+
+
+@contextlib.contextmanager
+def simulating(sim: SimulatedMPS) -> Iterator[None]:
+    """``torchdevice.installed("mps-sim")`` simulates ``sim``'s table instead of Apple silicon's."""
+    apple = SimulatedMPS.apple
+    SimulatedMPS.apple = classmethod(lambda cls, name=sim.name: sim)  # type: ignore[method-assign, assignment]
+    try:
+        yield
+    finally:
+        SimulatedMPS.apple = apple  # type: ignore[method-assign]
 
 
 def registered(name: str, key: str = "PrivateUse1") -> bool:

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from torchdevice.device.aten import OpSchema, tensors, tree_map
+from torchdevice.device.placement import HOST_RESULTS
 from torchdevice.device.target import Target
 from torchdevice.fallback import validate
 
@@ -64,12 +65,14 @@ def write_aliased(schema: OpSchema, value: Any, args: tuple[Any, ...], kwargs: d
 def result(schema: OpSchema, value: Any, args: tuple[Any, ...], kwargs: dict[str, Any], target: Target) -> Any:
     """``value`` (computed elsewhere) as the target's kernel returns it (see the module docstring)."""
     aliases = schema.aliases
-    if not any(a is not None for a in aliases):
+    host_at = HOST_RESULTS.get(schema.op._opname)  # a packed sequence's batch sizes: a host tensor on every device
+    if host_at is None and not any(a is not None for a in aliases):
         return tree_map(target.place, value)
     values = value if len(aliases) > 1 else (value,)
     out = [
-        (args[a] if isinstance(a, int) else kwargs[a]) if a is not None else tree_map(target.place, v)
-        for a, v in zip(aliases, values, strict=True)
+        (args[a] if isinstance(a, int) else kwargs[a]) if a is not None else v if i == host_at else
+        tree_map(target.place, v)
+        for i, (a, v) in enumerate(zip(aliases, values, strict=True))
     ]
     return tuple(out) if len(aliases) > 1 else out[0]
 

@@ -133,7 +133,7 @@ class SimulatedMPS:
         library._ops = ops  # type: ignore[attr-defined]  # one lifetime for both
         for op in _VIEWS:
             ops.impl(op, _cpu_kernel(op), "PrivateUse1", with_keyset=True)
-        own = {_aten.empty.memory_format: _empty, _aten.empty_strided.default: _empty_strided,
+        own = {_aten.empty.memory_format: self._empty, _aten.empty_strided.default: self._empty_strided,
                _aten.resize_.default: _resize, _aten.set_.default: _set_empty, _aten.copy_.default: _copy,
                _aten._copy_from.default: _copy_from, _aten._copy_from_and_resize.default: _copy_from_and_resize}
         for op, kernel in own.items():
@@ -146,6 +146,25 @@ class SimulatedMPS:
         destroy = library._destroy
         library._destroy = lambda: (ops._destroy(), destroy())  # type: ignore[method-assign]
         return library
+
+    def _dtype(self, dtype: torch.dtype | None) -> torch.dtype:
+        """The dtype of new device memory; MPS's allocation refuses float64."""
+        dtype = dtype or torch.get_default_dtype()
+        if self.no_float64 == EVERY_OP and dtype in WIDE:
+            raise TypeError(NO_FLOAT64)
+        return dtype
+
+    def _empty(self, keyset: Any, size: list[int], dtype: torch.dtype | None = None, layout: Any = None,
+               device: Any = None, pin_memory: bool | None = None,
+               memory_format: torch.memory_format | None = None) -> torch.Tensor:
+        stride = None
+        if memory_format is not None and memory_format not in (torch.contiguous_format, torch.preserve_format):
+            stride = torch.empty(size, device="meta").to(memory_format=memory_format).stride()
+        return allocate(size, stride, self._dtype(dtype))
+
+    def _empty_strided(self, keyset: Any, size: list[int], stride: list[int], dtype: torch.dtype | None = None,
+                       layout: Any = None, device: Any = None, pin_memory: bool | None = None) -> torch.Tensor:
+        return allocate(size, stride, self._dtype(dtype))
 
     def __enter__(self) -> Target:
         self._stack.callback(self.register()._destroy)
@@ -317,28 +336,6 @@ def _equivalent(equivalent: torch._ops.OpOverload) -> Any:
         return on_host(equivalent, args, kwargs)
 
     return computed
-
-
-def _refuse_dtype(dtype: torch.dtype | None) -> torch.dtype:
-    dtype = dtype or torch.get_default_dtype()
-    if dtype in WIDE:
-        raise TypeError(NO_FLOAT64)
-    return dtype
-
-
-def _empty(keyset: Any, size: list[int], dtype: torch.dtype | None = None, layout: Any = None, device: Any = None,
-           pin_memory: bool | None = None, memory_format: torch.memory_format | None = None) -> torch.Tensor:
-    """New device memory (MPS's allocation refuses float64)."""
-    made = allocate(size, None, _refuse_dtype(dtype))
-    if memory_format is not None and memory_format != torch.contiguous_format:
-        stride = torch.empty(size, device="meta").to(memory_format=memory_format).stride()
-        made = allocate(size, stride, made.dtype)
-    return made
-
-
-def _empty_strided(keyset: Any, size: list[int], stride: list[int], dtype: torch.dtype | None = None,
-                   layout: Any = None, device: Any = None, pin_memory: bool | None = None) -> torch.Tensor:
-    return allocate(size, stride, _refuse_dtype(dtype))
 
 
 def _resize(keyset: Any, self: torch.Tensor, size: list[int],
