@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import os
 
-import torch
-
 from torchdevice.device.target import SIMULATED_MPS, Target
 from torchdevice.patching import Patcher
 from torchdevice.simulated import presentation
@@ -43,9 +41,4 @@ def activate(patcher: Patcher) -> Target:
     library = sim.register()
     patcher.defer(library._destroy)
     presentation.activate(patcher, MACOS)
-    # Backward passes run in the thread that asks for them: the autograd engine sizes its device threads once,
-    # at the process's first backward pass, which may have run before the device was registered.
-    multithreaded = torch._C._is_multithreading_enabled()
-    torch._C._set_multithreading_enabled(False)
-    patcher.defer(lambda: torch._C._set_multithreading_enabled(multithreaded))
     return sim.target()

@@ -43,6 +43,8 @@ GENERATOR = torch.Generator()
 _lock = threading.Lock()
 _live: list[int] = [0]
 """Bytes of the device's live allocations."""
+_powered: list[int] = [0]
+"""How many registrations of the device's kernels are alive: the device is available while one is."""
 
 
 class _Hooks(torch._C._acc.PrivateUse1Hooks):
@@ -134,6 +136,13 @@ def _release(nbytes: int) -> None:
         _live[0] -= nbytes
 
 
+def power(on: bool) -> None:
+    """Count a registration of the device's kernels in (``on``) or out: torch's own code sees the device available
+    (``torch.accelerator.is_available()``, DataLoader's pinning) only while it has kernels."""
+    with _lock:
+        _powered[0] += 1 if on else -1
+
+
 def allocated() -> int:
     """Bytes of the device's live allocations (``torch.mps.current_allocated_memory()`` on a Mac)."""
     return _live[0]
@@ -142,7 +151,7 @@ def allocated() -> int:
 def _device_module() -> types.ModuleType:
     """``torch.mps_sim``: what torch's own code asks of a backend's device module."""
     module = types.ModuleType(f"torch.{NAME}", "The simulated Mac's device module (torchdevice).")
-    module.is_available = lambda: True  # type: ignore[attr-defined]
+    module.is_available = lambda: _powered[0] > 0  # type: ignore[attr-defined]
     module.is_initialized = lambda: True  # type: ignore[attr-defined]
     module._is_in_bad_fork = lambda: False  # type: ignore[attr-defined]
     module._lazy_init = lambda: None  # type: ignore[attr-defined]

@@ -143,8 +143,20 @@ class SimulatedMPS:
         for op in _WHOLE:
             ops.impl(op, _whole_on_host(op), "AutogradPrivateUse1")
         ops.impl(_aten.group_norm.default, _group_norm, "AutogradPrivateUse1")
+        # Backward passes run in the thread that asks for them: the autograd engine sizes its device threads once,
+        # at the process's first backward pass, which may have run before the device was registered.
+        multithreaded = torch._C._is_multithreading_enabled()
+        torch._C._set_multithreading_enabled(False)
+        simulated_device.power(True)
         destroy = library._destroy
-        library._destroy = lambda: (ops._destroy(), destroy())  # type: ignore[method-assign]
+
+        def destroy_all() -> None:
+            simulated_device.power(False)
+            torch._C._set_multithreading_enabled(multithreaded)
+            ops._destroy()
+            destroy()
+
+        library._destroy = destroy_all  # type: ignore[method-assign]
         return library
 
     def _dtype(self, dtype: torch.dtype | None) -> torch.dtype:
