@@ -2,14 +2,20 @@
 
 While the simulation is installed (every patch through the runtime's patcher):
 
-- device tensors say they are on ``mps:0`` (``x.device``, ``x.is_mps``, printing), as a Mac's do;
+- device tensors say they are on ``mps:0`` (``x.device``, ``x.is_mps``, printing), as a Mac's do, to the program
+  and the libraries it uses; torch's own code, which computes with them, gets their device as torch knows it;
 - ``torch.backends.mps`` says MPS is built and available, on the simulated macOS version
   (:data:`torchdevice.simulated.MACOS`), so libraries that pick ``"mps"`` themselves (transformers, peft) do, and
   the runtime translates ``"mps"`` as it translates ``"cuda"`` (the target's ``aliases``);
 - ``torch.mps`` answers for the simulated device: its generator, which ``torch.manual_seed`` seeds too, the bytes
   of its live allocations, synchronisation (nothing to wait for);
 - checkpoints record device storages at ``mps:0``, as a Mac writes them, and storages recorded at ``mps`` (or
-  ``mps_sim``) are restored onto the device.
+  ``mps_sim``) are restored onto the device;
+- ``Module.to`` keeps each parameter object, as a Mac's does (through torch's swapping of parameters);
+- ``torch.compile`` compiles: Dynamo and AOTAutograd trace as for any device, and the graphs of the simulated device
+  run through its kernels (where a Mac's Inductor generates Metal kernels);
+- storages of the device are copied by its kernels (``copy.deepcopy``, ``Storage.to``), and ``.numpy()`` of a
+  device tensor raises the Mac's error.
 """
 
 from __future__ import annotations
@@ -19,10 +25,12 @@ import os
 from typing import Any
 
 import torch
+import torch.__future__
 import torch.backends.mps
 import torch.mps
 import torch.serialization
 
+from torchdevice.callers import torch_internal
 from torchdevice.patching import Patcher
 from torchdevice.simulated.device import GENERATOR, NAME, allocate, allocated, host_alias, host_bytes
 
@@ -32,8 +40,10 @@ _IS_MPS = vars(torch._C.TensorBase)["is_mps"].__get__
 
 
 def _device(self: torch.Tensor) -> torch.device:
+    """``mps:0`` for the program; torch's own code (Dynamo, the optimizers, serialization) gets the device it
+    computes with, as :func:`torchdevice.callers.torch_internal` tells the two apart."""
     device = _DEVICE(self)
-    return SHOWN if device.type == NAME else device
+    return SHOWN if device.type == NAME and not torch_internal() else device
 
 
 def _is_mps(self: torch.Tensor) -> bool:
@@ -60,9 +70,15 @@ def activate(patcher: Patcher, macos: tuple[int, int]) -> None:
     }
     for name, answer in answers.items():
         patcher.set(torch.mps, name, answer)
+    # ``Module.to`` keeps each parameter object (an optimizer built before ``model.cuda()`` trains it): on a Mac by
+    # swapping its data, which torch allows between the host and MPS and not with the device that stands for it
+    # here; torch's other way, swapping the parameters' tensors, keeps them too
+    patcher.set(torch.__future__, "get_swap_module_params_on_conversion", lambda: True)
     patcher.set(torch.UntypedStorage, "clone", _clone(torch.UntypedStorage.clone))
     patcher.set(torch.storage, "_to", _to(torch.storage._to))
     patcher.set(torch.Tensor, "numpy", _numpy(torch.Tensor.numpy))
+    patcher.set(torch._TorchCompileInductorWrapper, "__call__",
+                _compiled_eagerly(torch._TorchCompileInductorWrapper.__call__))
     registry = torch.serialization._package_registry
     entry = (0, _tag, _restore)
     registry.insert(0, entry)
@@ -104,6 +120,20 @@ def _numpy(original: Any) -> Any:
         return original(self, force=force)
 
     return numpy
+
+
+def _compiled_eagerly(inductor: Any) -> Any:
+    """``torch.compile``'s default compiler: a graph of the simulated device runs as traced, through its kernels
+    (AOTAutograd's graphs, forward and backward, run eagerly), where a Mac generates Metal kernels for it."""
+    @functools.wraps(inductor)
+    def compile_graph(self: Any, model: Any, inputs: Any, **kwargs: Any) -> Any:
+        if not any(isinstance(t, torch.Tensor) and t.device.type == NAME for t in inputs):
+            return inductor(self, model, inputs, **kwargs)
+        from torch._dynamo.backends.debugging import aot_eager
+
+        return aot_eager(model, inputs)
+
+    return compile_graph
 
 
 def _tag(storage: Any) -> str | None:
