@@ -14,19 +14,10 @@ import numpy as np
 import pytest
 import torch
 from fallback_support import Fallbacks
+from mac_runs import on_both
 
-import torchdevice
 from torchdevice.device.hosted import HostedTensor
 from torchdevice.simulated.kernels import NO_FLOAT64
-
-
-def on_both(work):
-    """``work()`` under the CPU target and on the simulated Mac."""
-    with torchdevice.installed("cpu"):
-        native = work()
-    with torchdevice.installed("mps-sim"):
-        mac = work()
-    return native, mac
 
 
 def test_an_op_asked_for_float64_from_float32_device_tensors_raises_mps_error(mac):

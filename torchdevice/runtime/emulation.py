@@ -82,6 +82,8 @@ class Emulation:
     def __init__(self, installation: Installation) -> None:
         self.installation = installation
         self.target = installation.device
+        self.shown = installation.target.shown or self.target
+        """The target as the program sees it (the simulated Mac's ``mps:0``)."""
         self.on_mps = installation.target.mps
         """Whether the target is Apple silicon (``torch.mps`` answers for its memory, generator and synchronisation;
         the simulated Mac's ``torch.mps`` is the simulation's)."""
@@ -159,7 +161,7 @@ class Emulation:
         if isinstance(device, str):
             device = torch.device(device)
         if isinstance(device, torch.device):
-            if device.type not in ("cuda", self.target.type):
+            if device.type not in ("cuda", self.target.type, self.shown.type):
                 raise ValueError(f"Expected a cuda device, but got: {device}")
             device = device.index
         if device is None:
@@ -215,7 +217,7 @@ class Emulation:
 
     @word
     def list_gpu_processes(self, device: Any = None) -> str:
-        return f"GPU:{self.index(device)}\nno processes are running (emulated on {self.target.type})"
+        return f"GPU:{self.index(device)}\nno processes are running (emulated on {self.shown.type})"
 
     # -- streams ---------------------------------------------------------------------------------
 
@@ -310,7 +312,7 @@ class Emulation:
 
     @word
     def memory_summary(self, device: Any = None, abbreviated: bool = False) -> str:
-        lines = [f"torchdevice memory summary (CUDA emulated on {self.target.type})"]
+        lines = [f"torchdevice memory summary (CUDA emulated on {self.shown.type})"]
         lines += [f"  {key:<32} {value:>16,}" for key, value in self.memory_stats(device).items()]
         return "\n".join(lines)
 
@@ -530,7 +532,7 @@ class Event(torch.Event):
 
     def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> None:
         self.enable_timing = enable_timing
-        self._device = self.em.target
+        self._device = self.em.shown
         self._time_ns: int | None = None
 
     @property
@@ -578,7 +580,7 @@ class Stream:
 
     def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
         self.device_index = self.em.index(device)
-        self.device = self.em.target
+        self.device = self.em.shown
         self.priority = priority
         self.cuda_stream = 0
 

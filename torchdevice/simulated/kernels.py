@@ -280,6 +280,9 @@ def _placed(value: Any, own: dict[int, torch.Tensor]) -> Any:
             return x
         if id(x) in own:
             return own[id(x)]
+        if x.layout != torch.strided:
+            raise NotImplementedError(f"torchdevice: {x.layout} tensors are not simulated on the simulated Mac "
+                                      "(a Mac runs some of their ops); run this program on the cpu target")
         return device_tensor(x.resolve_conj().resolve_neg())
 
     return tree_map(place, value)
