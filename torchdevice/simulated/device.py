@@ -61,7 +61,7 @@ class _Hooks(torch._C._acc.PrivateUse1Hooks):
 class _Guard(torch._C._acc.DeviceGuard):
     """One device, one stream, as MPS has."""
 
-    def type_(self) -> torch._C._autograd.DeviceType:
+    def type_(self) -> torch._C._autograd.DeviceType:  # type: ignore[override]  # what C++ reads
         return torch._C._autograd.DeviceType.PrivateUse1
 
 
@@ -97,7 +97,7 @@ def _give_an_allocator() -> None:
         return
     get.restype = ctypes.c_void_p
     set_allocator.argtypes = [ctypes.c_int8, ctypes.c_void_p, ctypes.c_uint8]
-    set_allocator(int(torch._C._autograd.DeviceType.PrivateUse1), get(), 0)
+    set_allocator(torch._C._autograd.DeviceType.PrivateUse1.value, get(), 0)
 
 
 def device_tensor(host: torch.Tensor) -> torch.Tensor:

@@ -261,14 +261,14 @@ def _write_out(original: torch.Tensor, computed: torch.Tensor) -> None:
     _alias(original).copy_(computed)
 
 
-def _give_generator(schema: OpSchema, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+def _give_generator(schema: OpSchema, args: list[Any], kwargs: dict[str, Any]) -> None:
     """An op that draws random numbers and was given no generator draws from the device's own, as on a Mac."""
     if "generator" not in schema.names:
         return
     at = schema.names.index("generator")
     if at < len(args):
         if args[at] is None:
-            args[at] = GENERATOR  # type: ignore[index]
+            args[at] = GENERATOR
     elif kwargs.get("generator") is None:
         kwargs["generator"] = GENERATOR
 
@@ -360,7 +360,7 @@ def _resize(keyset: Any, self: torch.Tensor, size: list[int],
     needed = (self.storage_offset() + math.prod(size)) * self.element_size()
     storage = self.untyped_storage()
     if needed > storage.nbytes():
-        grown = allocate([needed], None, torch.uint8)
+        grown = allocate([int(needed)], None, torch.uint8)
         host_alias(grown)[: storage.nbytes()].copy_(host_bytes(storage))
         _aten.set_.source_Storage_storage_offset(self, grown.untyped_storage(), self.storage_offset(), self.shape,
                                                   self.stride())
