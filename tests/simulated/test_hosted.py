@@ -246,3 +246,18 @@ def test_functions_made_of_ops_compute_as_on_the_cpu():
     for key, (dtype, where, value) in mac.items():
         assert (dtype, where) == (native[key][0], "mps"), key
         torch.testing.assert_close(value, native[key][2], rtol=1e-10, atol=1e-12)
+
+
+def test_complex128_keeps_conjugate_and_negative_views():
+    """Conjugate and negative views of hosted complex128 tensors (``mH`` in ``pinv``, ``hfft``) are read as
+    such, also in ops that make them midway."""
+    def work():
+        z = torch.tensor([[1 + 2j, 3 - 1j], [0.5j, 2]], dtype=torch.complex128, device="cuda")
+        written = z.clone()
+        written.conj().mul_(2)  # through a conjugate view into the tensor
+        return {"conj": (z.conj() + 0).imag, "neg": z.conj().imag * 1, "pinv": torch.linalg.pinv(z),
+                "hfft": torch.fft.hfft(z[0]), "var": torch.masked.var(z[0], 0, mask=torch.tensor([True, True], device="cuda")),
+                "written": written}
+
+    native, mac = on_both(work)
+    torch.testing.assert_close(mac, native, rtol=1e-10, atol=1e-12)

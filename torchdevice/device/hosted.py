@@ -154,6 +154,15 @@ class HostedTensor(HostBacked):
         return value
 
 
+def _bits_seen() -> Any:
+    """A context where the host's kernels see conjugate and negative views (a wrapper's dispatch excludes the keys
+    that resolve them, so ``z.conj()`` would be read as ``z``)."""
+    excluded = torch._C._dispatch_tls_local_exclude_set()
+    for key in (torch._C.DispatchKey.Conjugate, torch._C.DispatchKey.Negative):
+        excluded = excluded.remove(key)
+    return torch._C._ForceDispatchKeyGuard(torch._C._dispatch_tls_local_include_set(), excluded)
+
+
 def _hosting(value: Any) -> Hosting:
     """The hosting of the first hosted tensor in ``value`` (a call a hosted tensor's own code handles has one)."""
     return next(t.hosting for t in tensors(value) if isinstance(t, HostedTensor))
@@ -232,8 +241,8 @@ class Hosting:
         moved: list[tuple[torch.Tensor, torch.Tensor]] = []
 
         def to_host(x: Any) -> Any:
-            if isinstance(x, HostedTensor):
-                return x.host
+            if isinstance(x, HostedTensor):  # (a conjugate view has its values as the view of its real parts)
+                return x.host.resolve_conj() if func is _aten.view_as_real.default else x.host
             if isinstance(x, torch.device):
                 return CPU if x.type in (shown.type, self.physical.type) else x
             if not isinstance(x, torch.Tensor):
@@ -246,7 +255,8 @@ class Hosting:
                 raise placement_error(shown)
             return x
 
-        value = func(*tree_map(to_host, args), **{k: tree_map(to_host, v) for k, v in kwargs.items()})
+        with _bits_seen():
+            value = func(*tree_map(to_host, args), **{k: tree_map(to_host, v) for k, v in kwargs.items()})
         if moved and isinstance(func, torch._ops.OpOverload):  # the device tensors it wrote, written back
             written = {id(t) for t in OpSchema.of(func).written_tensors(args, kwargs)}
             for original, copy in moved:
