@@ -150,3 +150,29 @@ def test_the_simulated_device_is_gone_with_the_installation():
     assert values.tolist() == [1.0, 1.0]
     with pytest.raises(NotImplementedError):  # no kernels left for its tensors
         kept + 1
+
+
+def test_metrics_accumulated_on_the_device_give_the_cpu_values():
+    """torchmetrics' regression and classification metrics, updated batch by batch on the device."""
+    from torchmetrics import ConcordanceCorrCoef, KendallRankCorrCoef, PearsonCorrCoef, R2Score, SpearmanCorrCoef
+    from torchmetrics.classification import BinaryAUROC, MulticlassAccuracy, MulticlassConfusionMatrix
+
+    def work() -> Any:
+        torch.manual_seed(0)
+        predicted = torch.randn(50, device="cuda")
+        target = predicted * 0.5 + torch.randn(50, device="cuda") * 0.1
+        values = {}
+        for metric in (PearsonCorrCoef(), SpearmanCorrCoef(), R2Score(), ConcordanceCorrCoef(),
+                       KendallRankCorrCoef()):
+            metric = metric.to("cuda")
+            metric.update(predicted[:25], target[:25])
+            metric.update(predicted[25:], target[25:])
+            values[type(metric).__name__] = metric.compute()
+        logits, labels = torch.randn(50, 3, device="cuda"), torch.randint(0, 3, (50,), device="cuda")
+        values["accuracy"] = MulticlassAccuracy(3).to("cuda")(logits, labels)
+        values["confusion"] = MulticlassConfusionMatrix(3).to("cuda")(logits, labels)
+        values["auroc"] = BinaryAUROC().to("cuda")(predicted.sigmoid(), (target > 0).long())
+        return values
+
+    native, mac = on_both(work)
+    torch.testing.assert_close(mac, native)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 from collections import Counter
 from collections.abc import Iterable
 from typing import Any
@@ -53,6 +54,11 @@ EVERY_OP = "*"
 SHOWN = torch.device("mps", 0)
 """What the device's tensors say they are on."""
 
+_RESIZED = ("An output with one or more elements was resized since it had shape {}, which does not match the required "
+            "output shape {}. This behavior is deprecated, and in a future PyTorch release outputs will not be "
+            "resized unless they have zero elements. You can explicitly reuse an out tensor t by resizing it, "
+            "inplace, to zero elements with t.resize_(0).")
+"""What a kernel warns resizing an ``out=`` tensor that had elements (``at::native::resize_output``)."""
 _aten = torch.ops.aten
 _DEVICE = vars(torch._C.TensorBase)["device"].__get__
 """A tensor's device in C++ (what the program sees is :mod:`.presentation`'s)."""
@@ -246,14 +252,18 @@ def _alias(t: torch.Tensor) -> torch.Tensor:
 
 
 def _fresh(x: Any) -> Any:
-    """A host tensor for an ``out=`` argument: the CPU's kernel writes (and resizes) it, then the result goes into
-    the device tensor."""
+    """An empty host tensor for an ``out=`` argument: the CPU's kernel sizes and writes it, then the result goes into
+    the device tensor (:func:`_write_out`)."""
     if isinstance(x, torch.Tensor) and _is_device(x):
-        return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype)
+        return torch.empty(0, dtype=x.dtype)
     return x
 
 
 def _write_out(original: torch.Tensor, computed: torch.Tensor) -> None:
+    """``computed`` into the caller's ``out=`` tensor, resized as a kernel resizes its output (with torch's warning
+    when it had elements)."""
+    if original.shape != computed.shape and original.numel():
+        warnings.warn(_RESIZED.format(list(original.shape), list(computed.shape)), UserWarning, stacklevel=2)
     if original.shape != computed.shape or original.stride() != computed.stride():
         original.resize_(computed.shape)
         if original.stride() != computed.stride():
@@ -348,6 +358,11 @@ def _cpu_kernel(op: torch._ops.OpOverload) -> Any:
 
 def _equivalent(equivalent: torch._ops.OpOverload) -> Any:
     def computed(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        if equivalent is _aten.convolution_backward.default:  # which also takes the bias's sizes
+            grad_output, input, weight, stride, padding, dilation, transposed, output_padding, groups, mask = args
+            channels = weight.shape[1] * groups if transposed else weight.shape[0]
+            args = (grad_output, input, weight, [channels], stride, padding, dilation, transposed, output_padding,
+                    groups, mask)
         return on_host(equivalent, args, kwargs)
 
     return computed
