@@ -256,7 +256,8 @@ def test_complex128_keeps_conjugate_and_negative_views():
         written = z.clone()
         written.conj().mul_(2)  # through a conjugate view into the tensor
         return {"conj": (z.conj() + 0).imag, "neg": z.conj().imag * 1, "pinv": torch.linalg.pinv(z),
-                "hfft": torch.fft.hfft(z[0]), "var": torch.masked.var(z[0], 0, mask=torch.tensor([True, True], device="cuda")),
+                "hfft": torch.fft.hfft(z[0]),
+                "var": torch.masked.var(z[0], 0, mask=torch.tensor([True, True], device="cuda")),
                 "written": written}
 
     native, mac = on_both(work)
