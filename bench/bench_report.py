@@ -40,9 +40,9 @@ ENV = {k: v for k, v in os.environ.items() if not k.startswith("TORCHDEVICE_")}
 
 
 def accounting() -> Iterator[dict[str, Any]]:
-    x = torch.randn(8)
     with SimulatedMPS(missing={"cummax"}, table_missing={"aten::cummax"}) as target:
         library = Engine(target, CapabilityCache(target.name, None)).install()
+        x = torch.randn(8, device=target.device)
         try:
             fallback = per_call(lambda: torch.cummax(x, 0), number=2_000, repeat=5, timer=time.process_time)
         finally:

@@ -5,6 +5,8 @@
 - **tried first on MPS**: overloads measured failing on MPS (``status.mps == "fail"``, of the
   overload's entry or of a Python-level entry reaching its op) that do have a kernel: some dtypes
   or arguments fail, so the engine tries MPS and watches.
+- **composed on MPS**: overloads the CPU has a kernel of and MPS computes through a composite kernel
+  (``kernels.cpu == "native"``, ``kernels.mps == "composite"``): the simulated Mac composes them as a Mac does.
 - **MLX routes**: every overload an MLX shim covers, once the consistency tests measured the shim's
   record passing (``status.mlx == "pass"`` of its primary overload): overload -> shim.
 """
@@ -22,6 +24,7 @@ from torchdevice.records import aten_op, dispatcher_name, is_aten_entry
 class FallbackTable:
     missing_on_mps: tuple[str, ...]
     try_on_mps: tuple[str, ...]
+    composed_on_mps: tuple[str, ...]
     mlx_routes: tuple[tuple[str, str], ...]
     """``(aten overload, key of its verified MLX shim)``, sorted by overload."""
 
@@ -37,5 +40,8 @@ class FallbackTable:
             for e in catalog.entries if e.status.mps == "fail"
             for o in ([e] if e.kind == "op_overload" else [o for op in e.aten for o in by_op.get(op, ())])
         }
+        composed = {dispatcher_name(e.name) for e in overloads
+                    if (e.kernels.cpu, e.kernels.mps) == ("native", "composite")}
         routes = {name: shim.key for shim in shims if shim.primary.status.mlx == "pass" for name in shim.aten}
-        return cls(tuple(sorted(missing)), tuple(sorted(failing - missing)), tuple(sorted(routes.items())))
+        return cls(tuple(sorted(missing)), tuple(sorted(failing - missing)), tuple(sorted(composed)),
+                   tuple(sorted(routes.items())))

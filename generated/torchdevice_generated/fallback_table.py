@@ -375,6 +375,18 @@ TRY_ON_MPS: frozenset[str] = frozenset({
 })
 """Overloads measured failing on MPS for some calls: tried on MPS first, watched."""
 
+COMPOSED_ON_MPS: frozenset[str] = frozenset({
+    'aten::_stack',
+    'aten::_stack.out',
+    'aten::all.dims',
+    'aten::all.dims_out',
+    'aten::any.dims',
+    'aten::any.dims_out',
+    'aten::linalg__powsum',
+    'aten::narrow_copy',
+})
+"""Overloads the CPU has a kernel of and MPS computes through a composite kernel."""
+
 MLX_ROUTES: dict[str, str] = {
     'aten::_log_softmax': '_log_softmax',
     'aten::_softmax': '_softmax',

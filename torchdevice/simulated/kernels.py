@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from torchdevice.device.aten import OpSchema, leaves, tensors, tree_map
+from torchdevice.device.aten import OpSchema, leaves, overload, tensors, tree_map
 from torchdevice.device.hosted import WIDE, Hosting
 from torchdevice.device.placement import HOST_ARGUMENTS, HOST_RESULTS, placement_error
 from torchdevice.device.target import Target
@@ -91,9 +91,10 @@ class SimulatedMPS:
 
     def __init__(self, *, missing: Iterable[str] = (), no_float64: Iterable[str] = (),
                  table_missing: Iterable[str] = (), try_first: Iterable[str] = (),
-                 missing_overloads: Iterable[str] = (), name: str = NAME) -> None:
+                 missing_overloads: Iterable[str] = (), composed: Iterable[str] = (), name: str = NAME) -> None:
         self.missing = frozenset(missing)
         self.missing_overloads = frozenset(missing_overloads)
+        self.composed = frozenset(composed)
         self.no_float64 = no_float64 if no_float64 == EVERY_OP else frozenset(no_float64)
         self.table = (frozenset(table_missing), frozenset(try_first))
         self.name = name
@@ -105,10 +106,10 @@ class SimulatedMPS:
     def apple(cls, name: str = NAME) -> SimulatedMPS:
         """Apple silicon with the torch this package was built for: every overload of the generated kernel table
         missing, float64 refused by every op."""
-        from torchdevice_generated.fallback_table import MISSING_ON_MPS, TRY_ON_MPS
+        from torchdevice_generated.fallback_table import COMPOSED_ON_MPS, MISSING_ON_MPS, TRY_ON_MPS
 
         return cls(missing_overloads=MISSING_ON_MPS, no_float64=EVERY_OP, table_missing=MISSING_ON_MPS,
-                   try_first=TRY_ON_MPS, name=name)
+                   try_first=TRY_ON_MPS, composed=COMPOSED_ON_MPS, name=name)
 
     def target(self) -> Target:
         """The target the runtime and the fallback engine complete (the device registered: :func:`.device.register`)."""
@@ -144,6 +145,8 @@ class SimulatedMPS:
                _aten._copy_from.default: _copy_from, _aten._copy_from_and_resize.default: _copy_from_and_resize}
         for op, kernel in own.items():
             ops.impl(op, kernel, "PrivateUse1", with_keyset=True)
+        for op in self._structured():
+            ops.impl(op, self._kernel_of(op), "PrivateUse1", with_keyset=True)
         for name, equivalent in _OVERRIDABLE.items():
             ops.impl(getattr(_aten, name).default, _equivalent(equivalent), "PrivateUse1", with_keyset=True)
         for op in _WHOLE:
@@ -164,6 +167,22 @@ class SimulatedMPS:
 
         library._destroy = destroy_all  # type: ignore[method-assign]
         return library
+
+    def _structured(self) -> list[torch._ops.OpOverload]:
+        """The functional and in-place overloads that MPS, like the CPU, computes with its own kernel of a
+        structured op, where torch's composite code would call the ``out=`` overload on a device it has no kernel
+        for (and pay an extra output): those the table does not refuse or have MPS compose."""
+        found = torch._C._dispatch_get_registrations_for_dispatch_key("CompositeExplicitAutogradNonFunctional")
+        names = [name for name in found if name.startswith("aten::") and name not in self.missing_overloads
+                 and name not in self.composed and name.partition(".")[0].removeprefix("aten::") not in self.missing
+                 and torch._C._dispatch_has_kernel_for_dispatch_key(name, "CPU")]
+        return [op for op in map(overload, names) if op is not None]
+
+    def _kernel_of(self, op: torch._ops.OpOverload) -> Any:
+        def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+            return self._kernel(keyset, op, *args, **kwargs)
+
+        return kernel
 
     def _dtype(self, dtype: torch.dtype | None) -> torch.dtype:
         """The dtype of new device memory; MPS's allocation refuses float64."""

@@ -1,0 +1,54 @@
+"""What the simulated Mac costs per op: the same op on its device tensors (a kernel that computes on host memory,
+after the refusal checks a Mac's MPS makes) against plain CPU tensors with torchdevice not installed, alternating
+rounds in one process. A Mac has none of this cost; it is what a Linux run under ``--target mps-sim`` pays."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+from bench.timing import per_call
+
+ROUNDS = 3
+
+
+def _step(model: torch.nn.Module, x: torch.Tensor) -> None:
+    model.zero_grad()
+    model(x).square().mean().backward()
+
+
+def _cases(device: str) -> list[tuple[str, Callable[[], object], int]]:
+    """``(name, call, calls per timing)`` on tensors made on ``device``."""
+    torch.manual_seed(0)
+    small, large = torch.randn(16, device=device), torch.randn(1_000_000, device=device)
+    a, b = torch.randn(256, 256, device=device), torch.randn(256, 256, device=device)
+    image = torch.randn(8, 16, 32, 32, device=device)
+    conv = torch.nn.Conv2d(16, 16, 3, padding=1).to(device)
+    mlp = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)).to(device)
+    batch = torch.randn(32, 64, device=device)
+    return [
+        ("add of 16 floats", lambda: small + 1, 20_000),
+        ("view small[2:]", lambda: small[2:], 20_000),
+        ("add of 1M floats", lambda: large + 1, 200),
+        ("mm 256x256", lambda: a @ b, 200),
+        ("conv2d 8x16x32x32, 3x3", lambda: conv(image), 50),
+        ("MLP training step (forward, backward)", lambda: _step(mlp, batch), 200),
+    ]
+
+
+def run() -> Iterator[dict[str, Any]]:
+    import torchdevice
+
+    native = {name: float("inf") for name, _, _ in _cases("cpu")}
+    simulated = dict(native)
+    for _ in range(ROUNDS):
+        for name, call, number in _cases("cpu"):
+            native[name] = min(native[name], per_call(call, number=number, repeat=3))
+        with torchdevice.installed("mps-sim"):
+            for name, call, number in _cases("cuda"):
+                simulated[name] = min(simulated[name], per_call(call, number=number, repeat=3))
+    for name in native:
+        yield {"name": f"mps-sim per op: {name}", "native_cpu_s": native[name], "mps_sim_s": simulated[name],
+               "added_s": simulated[name] - native[name], "mps_sim_over_native": simulated[name] / native[name]}
