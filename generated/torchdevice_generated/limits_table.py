@@ -115,7 +115,7 @@ LIMITS: tuple[LimitRow, ...] = (
     ),
     LimitRow(
         name='adaptive_avg_pool_not_divisible',
-        overloads=('aten::_adaptive_avg_pool2d', 'aten::_adaptive_avg_pool2d.out', 'aten::adaptive_avg_pool2d.out'),
+        overloads=('aten::adaptive_avg_pool2d', 'aten::_adaptive_avg_pool2d', 'aten::_adaptive_avg_pool2d.out', 'aten::adaptive_avg_pool2d.out'),
         when=(('pool_sizes', 'self', 'output_size', 'shrink_not_divisible'),),
         raises='NotImplementedError',
         message=('Adaptive pool MPS: input sizes must be divisible by output sizes. Non-divisible input sizes are not implemented on MPS device yet. For now, you can manually transfer tensor to cpu in this case. Please refer to [this issue](https://github.com/pytorch/pytorch/issues/96056)',),
@@ -126,7 +126,7 @@ LIMITS: tuple[LimitRow, ...] = (
         routed=True,
         cpu='',
         instead='',
-        probe=ProbeRow('aten::_adaptive_avg_pool2d', ('float32[1, 2, 5, 5]', [3, 3]), {}, ''),
+        probe=ProbeRow('aten::adaptive_avg_pool2d', ('float32[1, 2, 5, 5]', [3, 3]), {}, ''),
     ),
     LimitRow(
         name='adaptive_avg_pool_backward_not_divisible',
@@ -145,7 +145,7 @@ LIMITS: tuple[LimitRow, ...] = (
     ),
     LimitRow(
         name='adaptive_avg_pool_upsampling_not_divisible',
-        overloads=('aten::_adaptive_avg_pool2d', 'aten::_adaptive_avg_pool2d.out', 'aten::adaptive_avg_pool2d.out'),
+        overloads=('aten::adaptive_avg_pool2d', 'aten::_adaptive_avg_pool2d', 'aten::_adaptive_avg_pool2d.out', 'aten::adaptive_avg_pool2d.out'),
         when=(('pool_sizes', 'self', 'output_size', 'grow_not_divisible'),),
         raises='NotImplementedError',
         message=('Adaptive pool MPS: output sizes must be divisible by input sizes. Non-divisible input sizes are not implemented on MPS device yet. For now, you can manually transfer tensor to cpu in this case. Please refer to [this issue](https://github.com/pytorch/pytorch/issues/96056)',),
@@ -156,11 +156,11 @@ LIMITS: tuple[LimitRow, ...] = (
         routed=True,
         cpu='',
         instead='',
-        probe=ProbeRow('aten::_adaptive_avg_pool2d', ('float32[1, 2, 2, 2]', [3, 3]), {}, ''),
+        probe=ProbeRow('aten::adaptive_avg_pool2d', ('float32[1, 2, 2, 2]', [3, 3]), {}, ''),
     ),
     LimitRow(
         name='adaptive_pool_mixed_sizes',
-        overloads=('aten::_adaptive_avg_pool2d', 'aten::_adaptive_avg_pool2d.out', 'aten::adaptive_avg_pool2d.out', 'aten::adaptive_max_pool2d', 'aten::adaptive_max_pool2d.out'),
+        overloads=('aten::adaptive_avg_pool2d', 'aten::_adaptive_avg_pool2d', 'aten::_adaptive_avg_pool2d.out', 'aten::adaptive_avg_pool2d.out', 'aten::adaptive_max_pool2d', 'aten::adaptive_max_pool2d.out'),
         when=(('pool_sizes', 'self', 'output_size', 'mixed'),),
         raises='NotImplementedError',
         message=('Adaptive pool MPS: Input height and width must both be greater than, or equal to, or lesser than output height and width',),
@@ -171,7 +171,7 @@ LIMITS: tuple[LimitRow, ...] = (
         routed=True,
         cpu='',
         instead='',
-        probe=ProbeRow('aten::_adaptive_avg_pool2d', ('float32[1, 2, 4, 2]', [2, 4]), {}, ''),
+        probe=ProbeRow('aten::adaptive_avg_pool2d', ('float32[1, 2, 4, 2]', [2, 4]), {}, ''),
     ),
     LimitRow(
         name='adaptive_max_pool_not_divisible',
@@ -370,7 +370,7 @@ LIMITS: tuple[LimitRow, ...] = (
     ),
     LimitRow(
         name='lu_factor_without_pivoting',
-        overloads=('aten::linalg_lu_factor_ex', 'aten::linalg_lu_factor_ex.out'),
+        overloads=('aten::linalg_lu_factor_ex', 'aten::linalg_lu_factor_ex.out', 'aten::linalg_lu_factor'),
         when=(('value', 'pivot', 'equals', False),),
         raises='RuntimeError',
         message=("linalg.lu_factor(): MPS doesn't allow pivot == False.",),
@@ -381,7 +381,7 @@ LIMITS: tuple[LimitRow, ...] = (
         routed=True,
         cpu='linalg.lu_factor: LU without pivoting is not implemented on the CPU',
         instead='',
-        probe=ProbeRow('aten::linalg_lu_factor_ex', ('float32[3, 3]', False), {}, ''),
+        probe=ProbeRow('aten::linalg_lu_factor_ex', ('float32[3, 3]',), {'pivot': False}, ''),
     ),
     LimitRow(
         name='scatter_reduce_int64_min_max_before_macos_15',
@@ -490,7 +490,7 @@ LIMITS: tuple[LimitRow, ...] = (
     ),
     LimitRow(
         name='linalg_inv_complex',
-        overloads=('aten::linalg_inv_ex', 'aten::linalg_inv_ex.inverse'),
+        overloads=('aten::linalg_inv_ex', 'aten::linalg_inv_ex.inverse', 'aten::linalg_inv'),
         when=(('dtype', 'A', ('complex32', 'complex64', 'complex128')),),
         raises='RuntimeError',
         message=('linalg_inv: not supported for complex types yet!',),
@@ -505,7 +505,7 @@ LIMITS: tuple[LimitRow, ...] = (
     ),
     LimitRow(
         name='lu_factor_complex',
-        overloads=('aten::linalg_lu_factor_ex', 'aten::linalg_lu_factor_ex.out'),
+        overloads=('aten::linalg_lu_factor_ex', 'aten::linalg_lu_factor_ex.out', 'aten::linalg_lu_factor'),
         when=(('dtype', 'A', ('complex32', 'complex64', 'complex128')),),
         raises='RuntimeError',
         message=("linalg.lu_factor(): MPS doesn't support complex types.",),
@@ -520,7 +520,7 @@ LIMITS: tuple[LimitRow, ...] = (
     ),
     LimitRow(
         name='linalg_solve_complex',
-        overloads=('aten::_linalg_solve_ex', 'aten::_linalg_solve_ex.result'),
+        overloads=('aten::_linalg_solve_ex', 'aten::_linalg_solve_ex.result', 'aten::linalg_solve'),
         when=(('dtype', 'A', ('complex32', 'complex64', 'complex128')),),
         raises='RuntimeError',
         message=('linalg.lu_factor(): MPS only supports floats.',),

@@ -39,7 +39,7 @@ def _patterns(backend: str) -> tuple[tuple[type[BaseException], re.Pattern[str],
     generic = [(_TYPES[row.raises], pattern, row.reason or "limit")
                for row, pattern in limits.backend_patterns(backend)]
     specific = [(_TYPES[row.raises], limits.message_pattern(row.message, backend), "limit")
-                for row in limits.table() if row.overloads != (limits.ANY,) and row.raises]
+                for row in limits.table() if row.overloads != (limits.ANY,) and row.raises and backend == "MPS"]
     return tuple((kind, pattern, reason) for kind, pattern, reason in generic + specific)  # type: ignore[misc]
 
 

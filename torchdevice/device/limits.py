@@ -11,6 +11,7 @@ simulated device's: only their shape, dtype, ``requires_grad`` and contiguity ar
 - :meth:`Limit.exception` ``(args, kwargs) -> BaseException``: the exception the Mac raises for it (its type, its
   message formatted as MPS formats it);
 - :meth:`Limit.raised` ``(exc) -> bool``: whether ``exc`` is this limit's refusal (the classifier's patterns);
+- :meth:`Limit.possible` ``(macos) -> bool``: whether it can apply on that macOS at all;
 - :func:`generic` ``() -> tuple[Limit, ...]``: the refusals of any op (a missing kernel, float64...);
 - :func:`macos` ``() -> tuple[int, int]``: the macOS version to answer for: ``$TORCHDEVICE_MACOS`` (``14.5``)
   where set, else this Mac's, else :data:`DEFAULT_MACOS`.
@@ -123,24 +124,32 @@ class Limit:
         return {a.name: (None if a.kwarg_only else i, a.default_value if a.has_default_value() else None)
                 for i, a in enumerate(self.op._schema.arguments)}
 
-    def _binder(self, args: Sequence[Any], kwargs: dict[str, Any]) -> Callable[[str], Any]:
-        arguments = self._arguments
+    def getter(self, name: str) -> _Getter:
+        """``(args, kwargs) -> the value of argument name`` (its default where the dispatcher left it out)."""
+        position, default = self._arguments[name]
+        if position is None:
+            return lambda args, kwargs: kwargs.get(name, default)
+        return lambda args, kwargs: args[position] if position < len(args) else kwargs.get(name, default)
 
-        def get(name: str) -> Any:
-            position, default = arguments[name]
-            if position is not None and position < len(args):
-                return args[position]
-            return kwargs.get(name, default)
+    @cached_property
+    def _tests(self) -> tuple[_Test, ...]:
+        """The clauses as tests of ``(args, kwargs, macos)``, the macOS ones first (the cheapest)."""
+        clauses = sorted(self.row.when, key=lambda clause: clause[0] != "macos_below")
+        return tuple(_COMPILE[clause[0]](self, *clause[1:]) for clause in clauses)
 
-        return get
+    def possible(self, macos: tuple[int, int]) -> bool:
+        """Whether the limit can apply at all on macOS ``macos`` (its macOS clauses hold)."""
+        return all(tuple(macos) < clause[1] for clause in self.row.when if clause[0] == "macos_below")
 
     def applies(self, args: Sequence[Any], kwargs: dict[str, Any], macos: tuple[int, int]) -> bool:
         """Whether the Mac, on macOS ``macos``, refuses this call (for a ``raises=None`` limit: answers it
         differently). Arguments that cannot be read as the condition expects (a user error the kernel will
         report) make it False."""
-        get = self._binder(args, kwargs)
         try:
-            return all(_CHECKS[clause[0]](get, macos, args, kwargs, *clause[1:]) for clause in self.row.when)
+            for test in self._tests:
+                if not test(args, kwargs, macos):
+                    return False
+            return True
         except (KeyError, IndexError, TypeError, ValueError, AttributeError, RuntimeError) as exc:
             log.debug("limits: %s: %s not evaluated on these arguments (%s)", self.name, self.op, exc)
             return False
@@ -150,10 +159,9 @@ class Limit:
         kind = self.raises
         if kind is None:
             raise ValueError(f"limit {self.name}: MPS runs these calls (and answers differently); nothing is raised")
-        get = self._binder(args, kwargs)
-        return kind("".join(self._piece(p, get, args, kwargs) for p in self.row.message))
+        return kind("".join(self._piece(p, args, kwargs) for p in self.row.message))
 
-    def _piece(self, piece: str, get: Callable[[str], Any], args: Sequence[Any], kwargs: dict[str, Any]) -> str:
+    def _piece(self, piece: str, args: Sequence[Any], kwargs: dict[str, Any]) -> str:
         if not (piece.startswith("{") and piece.endswith("}")):
             return piece
         what = piece[1:-1]
@@ -169,7 +177,7 @@ class Limit:
         if name == "any":
             value = next((t for t in leaves((args, kwargs)) if isinstance(t, torch.Tensor)), None)
         else:
-            value = get(name)
+            value = self.getter(name)(args, kwargs)
         if attribute == "scalar_type" and isinstance(value, torch.Tensor):
             return _C10_NAMES.get(value.dtype, str(value.dtype))
         return str(value)
@@ -246,17 +254,15 @@ def table() -> tuple[LimitRow, ...]:
     return LIMITS
 
 
-# -- the clauses (torchdevice.records.limits.CLAUSES): (get, macos, args, kwargs, *fields) -> bool ------------------
+# -- the clauses (torchdevice.records.limits.CLAUSES), each compiled once per limit into a test of
+# (args, kwargs, macos) -------------------------------------------------------------------------------------------
 
-_Get = Callable[[str], Any]
+_Getter = Callable[[Sequence[Any], dict[str, Any]], Any]
+_Test = Callable[[Sequence[Any], dict[str, Any], tuple[int, int]], bool]
 
 
 def _dtypes(names: tuple[str, ...]) -> frozenset[torch.dtype]:
-    return _DTYPE_SETS.get(names) or _DTYPE_SETS.setdefault(
-        names, frozenset(d for d in (getattr(torch, n, None) for n in names) if isinstance(d, torch.dtype)))
-
-
-_DTYPE_SETS: dict[tuple[str, ...], frozenset[torch.dtype]] = {}
+    return frozenset(d for d in (getattr(torch, n, None) for n in names) if isinstance(d, torch.dtype))
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -267,23 +273,33 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     return []
 
 
-def _dtype(get: _Get, macos: Any, args: Any, kwargs: Any, arg: str, names: tuple[str, ...]) -> bool:
+def _dtype(limit: Limit, arg: str, names: tuple[str, ...]) -> _Test:
+    get, wanted = limit.getter(arg), _dtypes(names)
+
+    def test(args: Any, kwargs: Any, macos: Any) -> bool:
+        value = get(args, kwargs)
+        if isinstance(value, torch.Tensor):
+            return value.dtype in wanted
+        return any(t.dtype in wanted for t in _tensors(value))
+
+    return test
+
+
+def _asks_wide(limit: Limit, arg: str) -> _Test:
+    get = limit.getter(arg)
+    return lambda args, kwargs, macos: get(args, kwargs) in _WIDE
+
+
+def _any_dtype(limit: Limit, names: tuple[str, ...]) -> _Test:
     wanted = _dtypes(names)
-    return any(t.dtype in wanted for t in _tensors(get(arg)))
+    return lambda args, kwargs, macos: any(
+        (isinstance(x, torch.Tensor) and x.dtype in wanted) or (isinstance(x, torch.dtype) and x in wanted)
+        for x in leaves((args, kwargs)))
 
 
-def _asks_wide(get: _Get, macos: Any, args: Any, kwargs: Any, arg: str) -> bool:
-    return get(arg) in _WIDE
-
-
-def _any_dtype(get: _Get, macos: Any, args: Any, kwargs: Any, names: tuple[str, ...]) -> bool:
-    wanted = _dtypes(names)
-    return any((isinstance(x, torch.Tensor) and x.dtype in wanted) or (isinstance(x, torch.dtype) and x in wanted)
-               for x in leaves((args, kwargs)))
-
-
-def _any_size_above(get: _Get, macos: Any, args: Any, kwargs: Any, n: int) -> bool:
-    return any(isinstance(x, torch.Tensor) and any(s > n for s in x.shape) for x in leaves((args, kwargs)))
+def _any_size_above(limit: Limit, n: int) -> _Test:
+    return lambda args, kwargs, macos: any(isinstance(x, torch.Tensor) and any(s > n for s in x.shape)
+                                           for x in leaves((args, kwargs)))
 
 
 def _last_two(value: Any) -> tuple[int, int]:
@@ -292,73 +308,110 @@ def _last_two(value: Any) -> tuple[int, int]:
     return h, w
 
 
-def _pool_sizes(get: _Get, macos: Any, args: Any, kwargs: Any, input: str, output: str, case: str) -> bool:
-    (ih, iw), (oh, ow) = _last_two(get(input)), _last_two(get(output))
-    if min(ih, iw, oh, ow) <= 0:
-        return False
-    shrinks = ih >= oh and iw >= ow
-    mixed = not shrinks and not (ih <= oh and iw <= ow)
-    if case == "mixed":
-        return mixed
-    if mixed:
-        return False  # refused as mixed first
-    shrink_bad = shrinks and (ih % oh or iw % ow)
-    grow_bad = not shrinks and (oh % ih or ow % iw)
-    return bool({"shrink_not_divisible": shrink_bad, "grow_not_divisible": grow_bad,
-                 "not_divisible": shrink_bad or grow_bad}[case])
+def _pool_sizes(limit: Limit, input: str, output: str, case: str) -> _Test:
+    get_input, get_output = limit.getter(input), limit.getter(output)
+
+    def test(args: Any, kwargs: Any, macos: Any) -> bool:
+        (ih, iw), (oh, ow) = _last_two(get_input(args, kwargs)), _last_two(get_output(args, kwargs))
+        if min(ih, iw, oh, ow) <= 0:
+            return False
+        shrinks = ih >= oh and iw >= ow
+        mixed = not shrinks and not (ih <= oh and iw <= ow)
+        if case == "mixed" or mixed:  # a mixed case is refused as mixed first
+            return case == "mixed" and mixed
+        shrink_bad = shrinks and bool(ih % oh or iw % ow)
+        grow_bad = not shrinks and bool(oh % ih or ow % iw)
+        return {"shrink_not_divisible": shrink_bad, "grow_not_divisible": grow_bad,
+                "not_divisible": shrink_bad or grow_bad}[case]
+
+    return test
 
 
-def _dropout_without_grad(get: _Get, macos: Any, args: Any, kwargs: Any, p: str, inputs: tuple[str, ...]) -> bool:
-    if not get(p) > 0:
-        return False
-    return not (torch.is_grad_enabled() and any(t.requires_grad for n in inputs for t in _tensors(get(n))))
+def _dropout_without_grad(limit: Limit, p: str, inputs: tuple[str, ...]) -> _Test:
+    get_p, gets = limit.getter(p), tuple(limit.getter(name) for name in inputs)
+
+    def test(args: Any, kwargs: Any, macos: Any) -> bool:
+        if not get_p(args, kwargs) > 0:
+            return False
+        return not (torch.is_grad_enabled()
+                    and any(t.requires_grad for get in gets for t in _tensors(get(args, kwargs))))
+
+    return test
 
 
-def _ndim_above(get: _Get, macos: Any, args: Any, kwargs: Any, arg: str, n: int) -> bool:
-    value = get(arg)
-    return (value.dim() if isinstance(value, torch.Tensor) else len(value)) > n
+def _ndim_above(limit: Limit, arg: str, n: int) -> _Test:
+    get = limit.getter(arg)
+
+    def test(args: Any, kwargs: Any, macos: Any) -> bool:
+        value = get(args, kwargs)
+        return (value.dim() if isinstance(value, torch.Tensor) else len(value)) > n
+
+    return test
 
 
-def _numel_above(get: _Get, macos: Any, args: Any, kwargs: Any, arg: str, n: int) -> bool:
-    return get(arg).numel() > n
+def _numel_above(limit: Limit, arg: str, n: int) -> _Test:
+    get = limit.getter(arg)
+    return lambda args, kwargs, macos: get(args, kwargs).numel() > n
 
 
-def _count_above(get: _Get, macos: Any, args: Any, kwargs: Any, arg: str, n: int) -> bool:
-    count = sum(t.dim() if t.dtype in (torch.bool, torch.uint8) else 1 for t in get(arg) if t is not None)
-    return count > n
+def _count_above(limit: Limit, arg: str, n: int) -> _Test:
+    get = limit.getter(arg)
+    return lambda args, kwargs, macos: sum(
+        t.dim() if t.dtype in (torch.bool, torch.uint8) else 1 for t in get(args, kwargs) if t is not None) > n
 
 
-def _size(get: _Get, ref: tuple[Any, ...]) -> int:
-    value = get(ref[0])
-    for index in ref[1:]:
-        value = value.size(index) if isinstance(value, torch.Tensor) else value[index]
-    return int(value)
+def _size(limit: Limit, ref: tuple[Any, ...]) -> _Getter:
+    """A size reference (``("mat2", 2)``: ``mat2.size(2)``; ``("hx", 0, 2)``: ``hx[0].size(2)``)."""
+    get, indices = limit.getter(ref[0]), ref[1:]
+    if len(indices) == 1:
+        (index,) = indices
+        return lambda args, kwargs: get(args, kwargs).shape[index]
+
+    def size(args: Any, kwargs: Any) -> int:
+        value = get(args, kwargs)
+        for i in indices:
+            value = value.shape[i] if isinstance(value, torch.Tensor) else value[i]
+        return int(value)
+
+    return size
 
 
-def _product_above(get: _Get, macos: Any, args: Any, kwargs: Any, refs: tuple[Any, ...], n: int) -> bool:
-    product = 1
-    for ref in refs:
-        product *= _size(get, ref)
-    return product > n
+def _product_above(limit: Limit, refs: tuple[Any, ...], n: int) -> _Test:
+    sizes = tuple(_size(limit, ref) for ref in refs)
+
+    def test(args: Any, kwargs: Any, macos: Any) -> bool:
+        product = 1
+        for size in sizes:
+            product *= size(args, kwargs)
+        return product > n
+
+    return test
 
 
-def _size_above(get: _Get, macos: Any, args: Any, kwargs: Any, refs: tuple[Any, ...], n: int) -> bool:
-    return any(_size(get, ref) > n for ref in refs)
+def _size_above(limit: Limit, refs: tuple[Any, ...], n: int) -> _Test:
+    sizes = tuple(_size(limit, ref) for ref in refs)
+    return lambda args, kwargs, macos: any(size(args, kwargs) > n for size in sizes)
 
 
-def _sizes_differ(get: _Get, macos: Any, args: Any, kwargs: Any, refs: tuple[Any, ...]) -> bool:
-    return len({_size(get, ref) for ref in refs}) > 1
+def _sizes_differ(limit: Limit, refs: tuple[Any, ...]) -> _Test:
+    sizes = tuple(_size(limit, ref) for ref in refs)
+    return lambda args, kwargs, macos: len({size(args, kwargs) for size in sizes}) > 1
 
 
-def _conv_output_above(get: _Get, macos: Any, args: Any, kwargs: Any, n: int) -> bool:
-    input, weight = get("input"), get("weight")
-    spatial = input.dim() - 2
-    stride, padding, dilation = (_per_dim(get(name), spatial) for name in ("stride", "padding", "dilation"))
-    sizes = [input.size(0), weight.size(0)]
-    for d in range(spatial):
-        kernel = dilation[d] * (weight.size(2 + d) - 1) + 1
-        sizes.append((input.size(2 + d) + 2 * padding[d] - kernel) // stride[d] + 1)
-    return any(s > n for s in sizes)
+def _conv_output_above(limit: Limit, n: int) -> _Test:
+    gets = tuple(limit.getter(name) for name in ("input", "weight", "stride", "padding", "dilation"))
+
+    def test(args: Any, kwargs: Any, macos: Any) -> bool:
+        input, weight, *per_dim = (get(args, kwargs) for get in gets)
+        spatial = input.dim() - 2
+        stride, padding, dilation = (_per_dim(value, spatial) for value in per_dim)
+        sizes = [input.shape[0], weight.shape[0]]
+        for d in range(spatial):
+            kernel = dilation[d] * (weight.shape[2 + d] - 1) + 1
+            sizes.append((input.shape[2 + d] + 2 * padding[d] - kernel) // stride[d] + 1)
+        return any(s > n for s in sizes)
+
+    return test
 
 
 def _per_dim(value: Any, count: int) -> list[int]:
@@ -366,24 +419,25 @@ def _per_dim(value: Any, count: int) -> list[int]:
     return values * count if len(values) == 1 else values
 
 
-def _macos_below(get: _Get, macos: tuple[int, int], args: Any, kwargs: Any, version: tuple[int, int]) -> bool:
-    return tuple(macos) < tuple(version)
+def _macos_below(limit: Limit, version: tuple[int, int]) -> _Test:
+    return lambda args, kwargs, macos: tuple(macos) < version
 
 
-def _value(get: _Get, macos: Any, args: Any, kwargs: Any, arg: str, test: str, operand: Any) -> bool:
-    value = get(arg)
+def _value(limit: Limit, arg: str, test: str, operand: Any) -> _Test:
+    get = limit.getter(arg)
     if test == "equals":
-        return bool(value == operand)
+        return lambda args, kwargs, macos: bool(get(args, kwargs) == operand)
     if test == "in":
-        return value in operand
-    return value is not None and value > operand
+        return lambda args, kwargs, macos: get(args, kwargs) in operand
+    return lambda args, kwargs, macos: (value := get(args, kwargs)) is not None and value > operand
 
 
-def _contiguous(get: _Get, macos: Any, args: Any, kwargs: Any, arg: str, expected: bool) -> bool:
-    return get(arg).is_contiguous() == expected
+def _contiguous(limit: Limit, arg: str, expected: bool) -> _Test:
+    get = limit.getter(arg)
+    return lambda args, kwargs, macos: get(args, kwargs).is_contiguous() == expected
 
 
-_CHECKS: dict[str, Callable[..., bool]] = {
+_COMPILE: dict[str, Callable[..., _Test]] = {
     "dtype": _dtype, "asks_wide": _asks_wide, "any_dtype": _any_dtype, "any_size_above": _any_size_above,
     "pool_sizes": _pool_sizes, "dropout_without_grad": _dropout_without_grad, "ndim_above": _ndim_above,
     "numel_above": _numel_above, "count_above": _count_above, "product_above": _product_above,
