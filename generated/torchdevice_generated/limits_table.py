@@ -364,7 +364,7 @@ LIMITS: tuple[LimitRow, ...] = (
         source='ATen/native/mps/operations/SoftMax.mm softmax_mps_out',
         cuda_runs=True,
         routed=True,
-        cpu='',
+        cpu='softmax with half to float conversion is not supported on CPU',
         instead='',
         probe=ProbeRow('aten::_softmax', ('float16[2, 3]', 1, True), {}, ''),
     ),

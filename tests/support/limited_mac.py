@@ -23,6 +23,7 @@ from torch._C import DispatchKey, DispatchKeySet
 
 from torchdevice.device import limits
 from torchdevice.device.aten import OpSchema, overload
+from torchdevice.device.hosted import Hosting
 from torchdevice.device.target import Target
 
 
@@ -47,18 +48,21 @@ class LimitedTarget(Target):
 
 class LimitedMac:
     """``with LimitedMac(macos=..., overloads=...) as target:`` (``overloads``: dispatcher names to refuse; default:
-    every overload of the table; ``missing``: dispatcher names of overloads that raise MPS's missing-kernel error)."""
+    every overload of the table; ``missing``: dispatcher names of overloads that raise MPS's missing-kernel error;
+    ``hosting``: float64 results are hosted, shown on ``mps:0``, as on a Mac)."""
 
     def __init__(self, *, macos: tuple[int, int] = limits.DEFAULT_MACOS, overloads: Iterable[str] | None = None,
-                 missing: Iterable[str] = ()) -> None:
+                 missing: Iterable[str] = (), hosting: bool = False) -> None:
         self.macos = macos
+        self.hosting = Hosting(torch.device("mps", 0), "cpu") if hosting else None
         self.overloads = tuple(overloads) if overloads is not None else limits.limited()
         self.missing = frozenset(missing)
         self.refused: list[BaseException] = []
         self._stack = contextlib.ExitStack()
 
     def target(self) -> LimitedTarget:
-        return LimitedTarget("limited-mac", torch.device("cpu"), "PrivateUse1", "MPS", self.missing)
+        return LimitedTarget("limited-mac", torch.device("cpu"), "PrivateUse1", "MPS", self.missing,
+                             hosting=self.hosting)
 
     def register(self) -> torch.library.Library:
         library = torch.library.Library("aten", "IMPL")

@@ -14,6 +14,7 @@ import argparse
 import json
 import platform
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +55,9 @@ def run(args: argparse.Namespace) -> int:
     return 1 if any(o["verdict"] == "contradicted" for o in found["outcomes"]) else 0
 
 
-def measure(device: Any, macos: tuple[int, int]) -> dict[str, Any]:
-    """Every probe on ``device`` for macOS ``macos``, as one JSON-ready record."""
+def measure(device: Any, macos: tuple[int, int], missing: Iterable[str] | None = None) -> dict[str, Any]:
+    """Every probe on ``device`` for macOS ``macos`` (``missing``: the overloads probed for a missing kernel;
+    default: the fallback table's), as one JSON-ready record."""
     import dataclasses
 
     import torch
@@ -63,7 +65,7 @@ def measure(device: Any, macos: tuple[int, int]) -> dict[str, Any]:
 
     from torchdevice.device import probes
 
-    outcomes = probes.probe_limits(device, macos) + probes.probe_missing(device)
+    outcomes = probes.probe_limits(device, macos) + probes.probe_missing(device, missing)
     return {
         "torch": torch.__version__, "tables_torch": torchdevice_generated.TORCH_VERSION,
         "macos": ".".join(map(str, macos)), "machine": platform.platform(), "device": str(device),

@@ -9,8 +9,8 @@ the strings of torch 2.13's own macOS wheel), each under its exception type:
   the 'MPS' backend``, also ``SparseMPS`` and the backend's other keys, and ``'CPU'`` on the CPU);
 - ``dtype``: a dtype the device has no tensors of (float64, complex128: ``Cannot convert a MPS Tensor to float64
   dtype ...``, ``Trying to convert ComplexDouble to the MPS backend ...``);
-- ``limit``: one of MPS's limits (``Adaptive pool MPS: input sizes must be divisible by output sizes ...``): these
-  arguments fail, others of the same dtype run.
+- ``limit``: one of MPS's limits that CUDA runs (``Adaptive pool MPS: input sizes must be divisible by output sizes
+  ...``): these arguments fail, others of the same dtype run. A limit CUDA has too is the program's error.
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ def _patterns(backend: str) -> tuple[tuple[type[BaseException], re.Pattern[str],
     generic = [(_TYPES[row.raises], pattern, row.reason or "limit")
                for row, pattern in limits.backend_patterns(backend)]
     specific = [(_TYPES[row.raises], limits.message_pattern(row.message, backend), "limit")
-                for row in limits.table() if row.overloads != (limits.ANY,) and row.raises and backend == "MPS"]
+                for row in limits.table()
+                if row.overloads != (limits.ANY,) and row.raises and row.cuda_runs and backend == "MPS"]
     return tuple((kind, pattern, reason) for kind, pattern, reason in generic + specific)  # type: ignore[misc]
 
 

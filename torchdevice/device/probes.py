@@ -140,7 +140,7 @@ class _NoSample(Exception):
 
 
 def sample(op: torch._ops.OpOverload, device: torch.device) -> tuple[list[Any], dict[str, Any]]:
-    """Arguments for ``op`` made from its schema: small float32 tensors on ``device``, zeros, empty strings, the
+    """Arguments for ``op`` made from its schema: small float32 tensors on ``device``, ones, empty strings, the
     device (also where optional: it chooses a factory's kernel); other optional ones left out (None)."""
     args: list[Any] = []
     kwargs: dict[str, Any] = {}
@@ -151,7 +151,7 @@ def sample(op: torch._ops.OpOverload, device: torch.device) -> tuple[list[Any], 
         elif a.has_default_value() and not (a.kwarg_only and writes):
             continue
         else:
-            value = _value_of(a.type, a.name, device, a.N)
+            value = _value_of(a.type, a.name, device, getattr(a, "N", None))
         if a.kwarg_only:
             kwargs[a.name] = value
         else:
@@ -167,7 +167,7 @@ def _value_of(kind: Any, name: str, device: torch.device, count: int | None) -> 
         return torch.zeros(2, 2, device=device)
     if text == "List[Tensor]":
         return [torch.zeros(2, 2, device=device)]
-    simple = {"int": 0, "float": 0.5, "bool": False, "number": 1, "str": "", "List[int]": [1] * (count or 1),
+    simple = {"int": 1, "float": 0.5, "bool": False, "number": 1, "str": "", "List[int]": [1] * (count or 1),
               "List[bool]": [False] * (count or 1),
               "Device": device, "ScalarType": torch.float32, "Layout": torch.strided,
               "MemoryFormat": torch.contiguous_format}
