@@ -8,7 +8,7 @@ JOBS   ?= auto
 # package itself declares the range it supports (pyproject.toml).
 PIP_INSTALL := $(PY) -m pip install -q -c constraints.txt
 
-.PHONY: venv demo test test-fast external-suites catalog generate check-generated status bench lint wheel clean
+.PHONY: venv demo test test-fast external-suites catalog mps-messages generate check-generated status bench lint wheel clean
 
 $(STAMP): pyproject.toml constraints.txt torchdevice.pth
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,12 @@ external-suites: $(STAMP)
 
 catalog: $(STAMP)
 	$(PY) -m codegen.scan
+
+# MPS's messages: torch's own macOS arm64 wheel (downloaded, never installed) scanned into catalog/scanned/.
+mps-messages: $(STAMP)
+	$(PY) -m pip download -q --no-deps --only-binary=:all: --platform macosx_14_0_arm64 \
+		-d .cache/wheels "torch==$$($(PY) -c 'import torch; print(torch.__version__.split("+")[0])')"
+	$(PY) -m codegen.scan.mps_messages
 
 generate: $(STAMP)
 	$(PY) -m codegen

@@ -247,7 +247,34 @@ def hosted_program() -> Iterator[dict[str, Any]]:
            "mps_sim_over_native": hosted_s / native_s, "float64_over_float32_on_mps_sim": hosted_s / float32_s}
 
 
+def limit_guards() -> Iterator[dict[str, Any]]:
+    """What a guard of MPS's limits costs a call it lets through: ops with limits on the simulated target, the
+    engine installed (it guards them: a Python kernel checking the call's shapes, dtypes and arguments) or not,
+    in alternating rounds, in CPU time."""
+    a, b, x = torch.randn(2, 3, 4), torch.randn(2, 4, 5), torch.randn(4, 8)
+    mask = x > 5
+    cases = {"bmm": lambda: torch.bmm(a, b), "sum.dim_IntList": lambda: x.sum(1),
+             "masked_fill_": lambda: x.masked_fill_(mask, 0.0)}
+    plain = {name: float("inf") for name in cases}
+    guarded = dict(plain)
+    with SimulatedMPS() as target:
+        for _ in range(ROUNDS):
+            for name, call in cases.items():
+                plain[name] = min(plain[name], per_call(call, number=20_000, repeat=3, timer=time.process_time))
+            library = Engine(target, CapabilityCache(target.name, None), macos=(14, 0)).install()
+            try:
+                for name, call in cases.items():
+                    guarded[name] = min(guarded[name],
+                                        per_call(call, number=20_000, repeat=3, timer=time.process_time))
+            finally:
+                library._destroy()
+    for name in cases:
+        yield {"name": f"limit guard: {name} of small tensors on the simulated target", "plain_s": plain[name],
+               "guarded_s": guarded[name], "added_s": guarded[name] - plain[name]}
+
+
 def run() -> Iterator[dict[str, Any]]:
+    yield from limit_guards()
     yield from simulated_program()
     yield from hosted_program()
     yield from routes()

@@ -26,6 +26,7 @@ from codegen.model import (
     Kernels,
     KernelStatus,
     Kind,
+    LimitRecord,
     Measured,
     MlxRecord,
     Pattern,
@@ -34,6 +35,7 @@ from codegen.model import (
 )
 from codegen.overlays.cuda import CudaRule
 from codegen.overlays.devices import DeviceRule
+from codegen.overlays.limits import LimitRule
 from codegen.overlays.mlx import MlxOp
 from codegen.overlays.packages import MODULE, PackageRule
 from codegen.overlays.standins import StandinRule
@@ -52,6 +54,8 @@ GLOBS = ("devices",)
 """Overlays whose keys may be globs (``torch.nn.*``) as well as names."""
 AUTOCAST = "autocast"
 """The scanned file of CUDA's autocast policy: facts about aten overloads, not entries."""
+MPS_MESSAGES = "mps_messages"
+"""The scanned file of MPS's messages (from torch's macOS wheel): the texts limits.yaml's messages are made of."""
 
 
 def load(catalog_dir: Path = CATALOG_DIR) -> Catalog:
@@ -79,17 +83,20 @@ def load(catalog_dir: Path = CATALOG_DIR) -> Catalog:
     autocast = load_autocast(catalog_dir / "scanned" / f"{AUTOCAST}.yaml", version, known)
     path = catalog_dir / "overlays" / "packages.yaml"
     packages = load_packages(path, known) if path.exists() else ()
+    path = catalog_dir / "overlays" / "limits.yaml"
+    limits = load_limits(path, known, catalog_dir / "scanned" / f"{MPS_MESSAGES}.yaml", version) \
+        if path.exists() else ()
     entries = [dataclasses.replace(e, status=status.get(e.name, e.status), **attached.get(e.name, {}))
                for e in entries]
     return Catalog(torch_version=version, entries=tuple(entries), device_patterns=patterns, mlx=mlx, rewrite=rules,
-                   standins=standins, autocast=autocast, packages=packages)
+                   standins=standins, autocast=autocast, packages=packages, limits=limits)
 
 
 # -- scanned -----------------------------------------------------------------------------------------
 
 
 def _load_scanned(directory: Path) -> tuple[str, list[Entry]]:
-    files = sorted(p for p in directory.glob("*.yaml") if p.stem != AUTOCAST)
+    files = sorted(p for p in directory.glob("*.yaml") if p.stem not in (AUTOCAST, MPS_MESSAGES))
     if not files:
         raise CatalogError(directory, None, None, "no scanned catalog files; run `make catalog`")
     version = None
@@ -340,6 +347,44 @@ def load_packages(path: Path, known: dict[str, Entry]) -> tuple[tuple[str, Packa
             if probe not in known:
                 raise CatalogError(path, line, key, f"probe {probe!r}: unknown torch name, not in the scanned catalog")
         records.append((key, rule))
+    return tuple(records)
+
+
+def load_messages(path: Path, version: str) -> tuple[str, ...]:
+    """The strings scanned from torch's macOS wheel (``catalog/scanned/mps_messages.yaml``)."""
+    root = schema.compose(path) if path.exists() else None
+    if root is None:
+        raise CatalogError(path, None, None, "no scanned MPS messages; `make mps-messages` scans torch's macOS wheel")
+    fields = {k.value: v for k, v in root.value} if isinstance(root, yaml.MappingNode) else {}
+    strings = fields.get("strings")
+    if not isinstance(strings, yaml.SequenceNode) or "torch_version" not in fields:
+        raise CatalogError(path, 1, None, "expected a mapping with 'torch_version', 'wheel' and 'strings'")
+    if fields["torch_version"].value != version:
+        raise CatalogError(path, 1, None, f"torch_version {fields['torch_version'].value} differs from {version}")
+    return tuple(str(node.value) for node in strings.value)
+
+
+def load_limits(path: Path, known: dict[str, Entry], messages: Path, version: str) -> tuple[LimitRecord, ...]:
+    """MPS's limits: overloads of the scanned catalog, the arguments each clause reads parameters of every one of
+    them, each literal piece of a message a string scanned from torch's macOS wheel (or part of one)."""
+    scanned = "\0".join(load_messages(messages, version))
+    records = []
+    for key, line, node in _keyed(path, "limit names"):
+        rule = schema.build(LimitRule, node, path, key)
+        overloads = () if rule.generic else rule.overloads
+        for name in (*overloads, *filter(None, (rule.instead, rule.probe.op))):
+            if aten_entry(name) not in known:
+                raise CatalogError(path, line, key, f"{name}: not an aten overload of the scanned catalog")
+        for name in overloads:
+            params = {p.name for s in known[aten_entry(name)].signatures for p in s.params}
+            missing = sorted(rule.arguments() - params)
+            if missing:
+                raise CatalogError(path, line, key, f"{name} has no argument {', '.join(missing)}")
+        for piece in rule.pieces:
+            if not (piece.startswith("{") and piece.endswith("}")) and piece not in scanned:
+                raise CatalogError(path, line, key, f"message piece {piece!r} is none of the strings of torch "
+                                   f"{version}'s macOS wheel ({messages.name})")
+        records.append(LimitRecord(key, rule, line))
     return tuple(records)
 
 

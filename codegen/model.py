@@ -13,6 +13,7 @@ from typing import Literal
 
 from codegen.overlays.cuda import CudaRule
 from codegen.overlays.devices import DeviceRule
+from codegen.overlays.limits import LimitRule
 from codegen.overlays.mlx import MlxOp
 from codegen.overlays.packages import PackageRule
 from codegen.overlays.standins import StandinRule
@@ -129,6 +130,15 @@ class StandinRecord:
 
 
 @dataclass(frozen=True)
+class LimitRecord:
+    """A ``catalog/overlays/limits.yaml`` record: one of MPS's limits, by name."""
+
+    name: str
+    rule: LimitRule
+    line: int
+
+
+@dataclass(frozen=True)
 class Catalog:
     """The whole catalog: scanned entries with measured status and overlays applied."""
 
@@ -146,6 +156,8 @@ class Catalog:
     """CUDA's autocast policy, by overload name."""
     packages: tuple[tuple[str, PackageRule], ...] = ()
     """CUDA-only packages by module name, in file order."""
+    limits: tuple[LimitRecord, ...] = ()
+    """MPS's limits, in file order."""
 
     @cached_property
     def by_name(self) -> dict[str, Entry]:

@@ -8,8 +8,9 @@ catalog, everything each generated file and each per-entry test needs, and the t
 - :mod:`.check`: what ``torchdevice check`` knows (CUDA-only packages, calls MPS lacks);
 - :mod:`.mlx`: the MLX shims;
 - :mod:`.samples`: the calls the per-entry tests make of device-bearing entries;
-- :mod:`.standins`: the stand-ins' table and the cases comparing each with its reference.
-- :mod:`.autocast`: CUDA's autocast policy, as the runtime applies it on the target's autocast key.
+- :mod:`.standins`: the stand-ins' table and the cases comparing each with its reference;
+- :mod:`.autocast`: CUDA's autocast policy, as the runtime applies it on the target's autocast key;
+- :mod:`.limits`: MPS's limits (the conditions under which its kernels refuse a call, and what they raise).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from codegen.model import Catalog, Entry
-from codegen.plan import autocast, emulation, mlx, samples
+from codegen.plan import autocast, emulation, limits, mlx, samples
 from codegen.plan.autocast import AutocastRow
 from codegen.plan.check import CheckTable
 from codegen.plan.emulation import Emulation, Member
@@ -29,6 +30,7 @@ from codegen.plan.samples import Sample
 from codegen.plan.standins import Standins
 from codegen.plan.wrappers import Wrapper, wrapper_of
 from torchdevice.records import CatalogRow, MlxUse, aten_op
+from torchdevice.records.limits import LimitRow
 from torchdevice.records.rewrite import RewriteRule
 
 __all__ = ["Plan", "PlanError", "plan"]
@@ -51,6 +53,8 @@ class Plan:
     """What ``torchdevice catalog`` shows of each entry (``catalog.jsonl``)."""
     autocast: tuple[AutocastRow, ...] = ()
     """CUDA's autocast policy, by aten overload."""
+    limits: tuple[LimitRow, ...] = ()
+    """MPS's limits."""
 
 
 def plan(catalog: Catalog) -> Plan:
@@ -101,4 +105,5 @@ def plan(catalog: Catalog) -> Plan:
             for e in catalog.entries
         ),
         autocast=autocast.rows(catalog),
+        limits=limits.rows(catalog),
     )

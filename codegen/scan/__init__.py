@@ -5,7 +5,8 @@ records without writing. :mod:`~codegen.scan.walk` decides what is public,
 :mod:`~codegen.scan.aten` adds the aten overloads and maps entries to aten ops,
 :mod:`~codegen.scan.signatures`, :mod:`~codegen.scan.devices` and :mod:`~codegen.scan.kernels`
 fill in each record, :mod:`~codegen.scan.write` emits the YAML. :mod:`~codegen.scan.autocast` adds CUDA's autocast
-policy (``autocast.yaml``), which is facts about aten overloads rather than entries.
+policy (``autocast.yaml``), which is facts about aten overloads rather than entries. MPS's messages
+(``mps_messages.yaml``) come from torch's macOS wheel, not the installed torch: :mod:`~codegen.scan.mps_messages`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ ROOT = Path(__file__).resolve().parents[2]
 SCANNED_DIR = ROOT / "catalog" / "scanned"
 AUTOCAST = "autocast"
 """The scanned file (``autocast.yaml``) holding CUDA's autocast policy, not catalog entries."""
+MPS_MESSAGES = "mps_messages"
+"""The scanned file of MPS's messages (:mod:`~codegen.scan.mps_messages`), scanned from the macOS wheel, not the
+installed torch: kept as it is."""
 
 
 def torch_version() -> str:
@@ -44,5 +48,5 @@ def entries() -> dict[str, list[dict[str, Any]]]:
 def scan(out_dir: Path = SCANNED_DIR) -> dict[str, int]:
     """Write the catalog files into ``out_dir``; return the entry count per group."""
     groups = {**entries(), AUTOCAST: autocast.records()}
-    write.write_files(Path(out_dir), torch_version(), groups)
+    write.write_files(Path(out_dir), torch_version(), groups, keep=(MPS_MESSAGES,))
     return {group: len(records) for group, records in groups.items()}

@@ -50,11 +50,12 @@ def render(version: str, group: str, entries: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_files(out_dir: Path, version: str, groups: dict[str, list[dict[str, Any]]]) -> None:
-    """Write one ``<group>.yaml`` per group and remove stale ``*.yaml`` files of ``out_dir``."""
+def write_files(out_dir: Path, version: str, groups: dict[str, list[dict[str, Any]]],
+                keep: tuple[str, ...] = ()) -> None:
+    """Write one ``<group>.yaml`` per group and remove the other ``*.yaml`` files of ``out_dir`` but ``keep``'s."""
     out_dir.mkdir(parents=True, exist_ok=True)
     for stale in out_dir.glob("*.yaml"):
-        if stale.stem not in groups:
+        if stale.stem not in groups and stale.stem not in keep:
             stale.unlink()
     for group, entries in groups.items():
         path = out_dir / f"{group}.yaml"

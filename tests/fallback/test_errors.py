@@ -1,36 +1,42 @@
-"""Device-compatibility errors are told from user errors by PyTorch's own messages."""
+"""Device-compatibility errors are told from user errors by PyTorch's own messages: those of MPS's limits table,
+every one checked against torch 2.13's macOS wheel when the catalog loads."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+from torchdevice.device import limits
 from torchdevice.device.errors import classify
 from torchdevice.simulated.kernels import MISSING, NO_FLOAT64
 
-# Texts of aten/src/ATen/mps/EmptyTensor.cpp, native/mps/OperationUtils.mm and MPS kernels.
-MPS_DTYPE_ERRORS = [
-    TypeError(NO_FLOAT64),
-    TypeError("Cannot convert a float64 Tensor to MPS as the MPS framework doesn't support float64. "
-              "Please use float32 instead."),
-    TypeError("Trying to convert ComplexDouble to the MPS backend but it does not have support for that dtype."),
-    TypeError("MPS BFloat16 is only supported on MacOS 14 or newer"),
-    RuntimeError("MPS does not support erfinv op with scalar type: Double"),
-    RuntimeError("MPS does not support cumsum op with int64 input"),
-]
+GENERIC = {limit.name: limit for limit in limits.generic()}
+SPECIFIC = [limits.limits_of(torch.ops.aten._adaptive_avg_pool2d.default)[0],
+            limits.limits_of(torch.ops.aten.index_reduce.default)[0]]
 
 
 def test_missing_kernel_messages():
     assert classify(NotImplementedError(MISSING.format(op="aten::_linalg_solve_ex.result")), "MPS") == "kernel"
-    older = ("The operator 'aten::upsample_bicubic2d.out' is not currently implemented for the MPS device. If you "
-             "want this op to be added in priority during the prototype phase of this feature, please comment on "
-             "https://github.com/pytorch/pytorch/issues/77764.")
-    assert classify(NotImplementedError(older), "MPS") == "kernel"
+    assert classify(GENERIC["missing_kernel"].exception((), {}), "MPS") == "kernel"
 
 
-@pytest.mark.parametrize("exc", MPS_DTYPE_ERRORS, ids=lambda e: str(e)[:40])
-def test_unsupported_dtype_messages(exc):
-    assert classify(exc, "MPS") == "dtype"
+@pytest.mark.parametrize("name", sorted(n for n, limit in GENERIC.items() if limit.row.reason == "dtype"))
+def test_unsupported_dtype_messages(name):
+    x = torch.ones(2, dtype=torch.complex128 if "complex" in name or "dtype" in name else torch.float64)
+    assert classify(GENERIC[name].exception((x,), {}), "MPS") == "dtype"
+    assert classify(TypeError(NO_FLOAT64), "MPS") == "dtype"
+
+
+def test_dtype_conversion_message_names_the_dtype():
+    exc = GENERIC["dtype_conversion"].exception((torch.ones(2, dtype=torch.complex128),), {})
+    assert str(exc) == "Trying to convert ComplexDouble to the MPS backend but it does not have support for that dtype."
+
+
+def test_limit_messages_are_limits_not_verdicts():
+    for limit in SPECIFIC:
+        assert classify(limit.exception((torch.ones(1, 1, 5, 5, dtype=torch.int64), [3, 3]), {}), "MPS") == "limit"
+    for limit in SPECIFIC:
+        assert classify(limit.exception((torch.ones(1, 1, 5, 5), [3, 3]), {}), "CPU") is None
 
 
 def test_dispatcher_message_names_the_backend():

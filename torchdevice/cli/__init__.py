@@ -17,6 +17,7 @@ COMMANDS = {
     "check": ("torchdevice.cli.check", "say what will not run on the target, from the sources (nothing is run)"),
     "catalog": ("torchdevice.cli.catalog", "statistics and look-ups in the torch API catalog"),
     "doctor": ("torchdevice.cli.doctor", "what this machine offers and what the runtime would do"),
+    "probe": ("torchdevice.cli.probe", "measure MPS's missing kernels and limits here against the tables"),
 }
 
 

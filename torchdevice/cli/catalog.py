@@ -1,7 +1,8 @@
 """``torchdevice catalog stats [--json]`` and ``torchdevice catalog show NAME``.
 
 Reads the catalog as generated into the runtime package (``torchdevice_generated/catalog.jsonl``:
-a header line, then one JSON object per entry), never the YAML of a source tree.
+a header line, then one JSON object per entry, and ``limits_table.py``: MPS's limits of the overloads an entry
+is or reaches), never the YAML of a source tree.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from collections.abc import Iterable
 from importlib import resources
 from typing import Any
 
-from torchdevice.records import ATEN_NAMESPACE, BACKENDS, CatalogRow, aten_op
+from torchdevice.records import ATEN_NAMESPACE, BACKENDS, CatalogRow, aten_op, dispatcher_name
+from torchdevice.records.limits import ANY, LimitRow
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -111,5 +113,37 @@ def format_entry(entry: CatalogRow) -> str:
     for m in entry.mlx:
         routed = ", ".join(m.routed) or "none yet (not verified)"
         rows.append(("mlx", f"{m.key}: {m.mlx}; runs on MLX: {routed}"))
+    rows += [("mps limit", line) for line in limit_lines(entry)]
     rows += [("signature", s) for s in entry.signatures]
     return "\n".join(f"{k:<14} {v}" for k, v in rows)
+
+
+def limits_of(entry: CatalogRow) -> list[tuple[str, LimitRow]]:
+    """MPS's limits of the overload the entry is, or of the overloads of the aten ops it reaches: (overload, row)."""
+    from torchdevice_generated.limits_table import LIMITS
+
+    if entry.kind == "op_overload":
+        wanted = {dispatcher_name(entry.name)}
+        return [(name, row) for row in LIMITS for name in row.overloads if name in wanted]
+    ops = set(entry.aten)
+    return [(name, row) for row in LIMITS for name in row.overloads
+            if name != ANY and name.removeprefix("aten::").partition(".")[0] in ops]
+
+
+def limit_lines(entry: CatalogRow) -> list[str]:
+    """One line per limit: the overload (for an entry reaching several), what MPS does, whether CUDA runs it and
+    what the runtime does on a Mac."""
+    lines = []
+    for name, row in limits_of(entry):
+        where = "" if entry.kind == "op_overload" else f"{name}: "
+        does = f"raises {row.raises}" if row.raises else "answers differently"
+        if not row.cuda_runs:
+            then = "CUDA refuses it too"
+        elif row.cpu:
+            then = "CUDA runs it; the CPU refuses it too: an error names the limit"
+        elif not row.routed:
+            then = "CUDA runs it; not routed"
+        else:
+            then = "CUDA runs it; runs on the CPU" + (f" ({row.instead})" if row.instead else "")
+        lines.append(f"{where}{row.why}: MPS {does} ({row.name}); {then}")
+    return lines

@@ -1,17 +1,16 @@
 """Which exceptions mean "this device cannot run this call" (fall back) rather than a user error.
 
-Only these fall back; every other exception propagates unchanged. The texts are PyTorch's own:
+Only these fall back; every other exception propagates unchanged. The patterns are the messages of MPS's limits
+table (:mod:`torchdevice.device.limits`, from ``catalog/overlays/limits.yaml``, every message checked against
+the strings of torch 2.13's own macOS wheel), each under its exception type:
 
-- missing kernel, ``NotImplementedError`` from MPS's backend fallback (``aten/src/ATen/mps/MPSFallback.mm``):
-  ``The operator 'aten::X' is not currently implemented for the MPS device. ...``; and the
-  dispatcher's generic ``Could not run 'aten::X' with arguments from the 'MPS' backend`` (also
-  ``SparseMPS`` and other functionality keys of the backend);
-- unsupported dtype, ``TypeError`` from ``aten/src/ATen/mps/EmptyTensor.cpp`` and
-  ``aten/src/ATen/native/mps/OperationUtils.mm``: ``Cannot convert a MPS Tensor to float64 dtype as
-  the MPS framework doesn't support float64. Please use float32 instead.``, ``Cannot convert a
-  float64 Tensor to MPS ...``, ``Trying to convert X to the MPS backend but it does not have support
-  for that dtype.``, ``MPS BFloat16 is only supported on MacOS 14 or newer``; and kernels' own
-  ``RuntimeError``s such as ``MPS does not support cumsum op with int64 input``.
+- ``kernel``: no kernel for the op, any dtype (MPS's backend fallback, ``The operator 'aten::X' is not
+  currently implemented for the MPS device...``; the dispatcher's ``Could not run 'aten::X' with arguments from
+  the 'MPS' backend``, also ``SparseMPS`` and the backend's other keys, and ``'CPU'`` on the CPU);
+- ``dtype``: a dtype the device has no tensors of (float64, complex128: ``Cannot convert a MPS Tensor to float64
+  dtype ...``, ``Trying to convert ComplexDouble to the MPS backend ...``);
+- ``limit``: one of MPS's limits that CUDA runs (``Adaptive pool MPS: input sizes must be divisible by output sizes
+  ...``): these arguments fail, others of the same dtype run. A limit CUDA has too is the program's error.
 """
 
 from __future__ import annotations
@@ -20,30 +19,29 @@ import re
 from functools import cache
 from typing import Literal
 
-Reason = Literal["kernel", "dtype"]
-"""``kernel``: the device has no kernel for the op (any dtype fails); ``dtype``: this dtype fails."""
+from torchdevice.device import limits
+
+Reason = Literal["kernel", "dtype", "limit"]
+"""``kernel``: the device has no kernel for the op (any dtype fails); ``dtype``: this dtype fails; ``limit``: these
+arguments fail (a verdict about the op or its dtype would be wrong)."""
 
 COMPATIBILITY_ERRORS = (RuntimeError, TypeError)
 """The exception types a device-compatibility error can have (``NotImplementedError`` is a
 ``RuntimeError``); catch these, then :func:`classify`."""
 
+_TYPES: dict[str, type[BaseException]] = {
+    "RuntimeError": RuntimeError, "NotImplementedError": NotImplementedError, "TypeError": TypeError,
+}
+
 
 @cache
 def _patterns(backend: str) -> tuple[tuple[type[BaseException], re.Pattern[str], Reason], ...]:
-    b = re.escape(backend)
-    return (
-        (NotImplementedError, re.compile(rf"The operator '[\w:.]+' is not currently implemented for the {b} device"),
-         "kernel"),
-        (NotImplementedError, re.compile(rf"Could not run '[\w:.]+' with arguments from the '\w*{b}' backend"),
-         "kernel"),
-        (TypeError, re.compile(rf"Cannot convert a {b} Tensor to \w+ dtype as the {b} framework doesn't support"),
-         "dtype"),
-        (TypeError, re.compile(rf"Cannot convert a \w+ Tensor to {b} as the {b} framework doesn't support"), "dtype"),
-        (TypeError, re.compile(rf"Trying to convert \w+ to the {b} backend but it does not have support for that "
-                               "dtype"), "dtype"),
-        (TypeError, re.compile(rf"{b} \w+ is only supported on MacOS"), "dtype"),
-        (RuntimeError, re.compile(rf"^{b} does(?: not|n't) support .*\b(?:type|dtype|input|inputs)\b"), "dtype"),
-    )
+    generic = [(_TYPES[row.raises], pattern, row.reason or "limit")
+               for row, pattern in limits.backend_patterns(backend)]
+    specific = [(_TYPES[row.raises], limits.message_pattern(row.message, backend), "limit")
+                for row in limits.table()
+                if row.overloads != (limits.ANY,) and row.raises and row.cuda_runs and backend == "MPS"]
+    return tuple((kind, pattern, reason) for kind, pattern, reason in generic + specific)  # type: ignore[misc]
 
 
 def classify(exc: BaseException, backend: str) -> Reason | None:
@@ -51,6 +49,6 @@ def classify(exc: BaseException, backend: str) -> Reason | None:
     device-compatibility error (a user error, which must propagate)."""
     message = str(exc)
     for kind, pattern, reason in _patterns(backend):
-        if isinstance(exc, kind) and pattern.search(message):
+        if isinstance(exc, kind) and pattern.match(message):
             return reason
     return None

@@ -3,10 +3,11 @@
 ``activate(patcher, target, options)`` (called by the runtime's ``install()``) registers, under
 the target's dispatch key, a backend kernel for each aten overload that may fail there: those the
 generated kernel table (``torchdevice_generated.fallback_table``) lists as missing or to watch,
-those the capability cache learned failing in earlier runs, and, with ``options["prefer_mlx"]``,
-those with a verified MLX shim. Each kernel tries the target unless a verdict says it fails, falls
-back only on a device-compatibility error (:mod:`.errors`), remembers the verdict (:mod:`.cache`)
-and runs the call through MLX or on the CPU (:mod:`.route`, :mod:`.engine`).
+those with MPS limits that CUDA does not have (:mod:`torchdevice.device.limits`), those the capability cache
+learned failing in earlier runs, and, with ``options["prefer_mlx"]``, those with a verified MLX shim. Each
+kernel routes a call one of its limits applies to, tries the target unless a verdict says it fails, falls
+back only on a device-compatibility error (:mod:`torchdevice.device.errors`), remembers the verdict
+(:mod:`.cache`) and runs the call through MLX or on the CPU (:mod:`.route`, :mod:`.engine`).
 
 Why the dispatcher and not Python wrappers: one registration per overload catches every way the
 op is reached, ``torch.cumsum``, ``Tensor.cumsum``, ``x @ y``, functional forms, decompositions,
@@ -23,7 +24,7 @@ target whose kernels are MPS's, simulated on a device of torch's ``PrivateUse1``
 tell that target from MPS: it registers with ``torch.library``, captures the replaced kernel with ``get_kernel``,
 calls it, classifies what it raises and routes the call, exactly as on a Mac; tests and benchmarks drive it so.
 
-Limits: an overload is guarded only when the table, the cache or ``prefer_mlx`` names it (the
+Limits: an overload is guarded only when the tables, the cache or ``prefer_mlx`` name it (the
 catalog has public aten ops only, so private ones such as ``_cdist_backward`` are not in the
 table); creating a float64 tensor on MPS (factories, ``.to(torch.float64)``) is the device layer's
 business, and float64 results of a fallback stay on the CPU, as MPS cannot hold them; a routed view

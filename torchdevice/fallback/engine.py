@@ -1,18 +1,28 @@
 """The fallback engine: one backend kernel per aten overload that may fail on the target.
 
-For each overload that the kernel table, the capability cache or ``prefer_mlx`` names, the engine
-registers a kernel under the target's dispatch key (``torch.library.Library("aten", "IMPL")``),
+For each overload that the kernel table, the capability cache, MPS's limits or ``prefer_mlx`` names, the
+engine registers a kernel under the target's dispatch key (``torch.library.Library("aten", "IMPL")``),
 after capturing the kernel it replaces (``torch.library.get_kernel``: the target's own, or its
 backend fallback that raises "not currently implemented"). The kernel, per call:
 
-1. looks up the verdict for (op, dtype of the call); unless it says the target fails, calls the
-   target's own kernel; an exception that :func:`~torchdevice.device.errors.classify` does not
-   call a device-compatibility error propagates untouched (the caller gets the identical object);
-   a compatibility error records a verdict (persisted) and falls through to 2;
-2. routes the call: through the op's verified MLX shim when it has one (its ``MlxUnsupported``
+1. checks the call against the overload's limits (:mod:`torchdevice.device.limits`: those CUDA runs, on the
+   target's macOS version): a call one applies to is routed (3) with the limit's reason, without trying;
+2. looks up the verdict for (op, dtype of the call); unless it says the target fails, calls the
+   target's own kernel; an exception that is none of its limits' refusals and that
+   :func:`~torchdevice.device.errors.classify` does not call a device-compatibility error propagates untouched
+   (the caller gets the identical object); a limit's refusal (the table's condition missed the call) is
+   routed; a missing kernel or dtype records a verdict (persisted) and falls through to 3;
+3. routes the call: through the op's verified MLX shim when it has one (its ``MlxUnsupported``
    means "not these arguments": the CPU then; torch checks the call first, :mod:`~.validate`), else on
-   the CPU (:mod:`~torchdevice.fallback.route`),
-   and counts it, with the seconds it took there and why, with :func:`torchdevice.reporting.counts.record_fallback`.
+   the CPU (:mod:`~torchdevice.fallback.route`; an MPS-only overload through its CPU twin, the limit's
+   ``instead``), and counts it, with the seconds it took there and why, with
+   :func:`torchdevice.reporting.counts.record_fallback`. Where the CPU refuses the call too (``lu_factor``
+   without pivoting), an error names the limit.
+
+An overload with limits that has no kernel of its own (``CompositeImplicitAutograd``: ``softmax.int``,
+``scaled_dot_product_attention``, ``lstm.input``, whose decompositions call MPS-only kernels) is completed one
+key higher, on the target's autograd key (``AutogradMPS``): the same checks, and a call under a limit runs whole
+on the CPU with its gradients (the moves there and back are differentiable).
 
 With ``prefer_mlx`` every overload with a verified MLX shim is registered and goes to MLX first;
 calls whose arguments MLX refuses go on as above. Overloads registered nowhere run the target's
@@ -29,8 +39,10 @@ from typing import Any
 
 import torch
 
+from torchdevice.device import limits
 from torchdevice.device.aten import OpSchema, overload
 from torchdevice.device.errors import COMPATIBILITY_ERRORS, classify
+from torchdevice.device.limits import Limit
 from torchdevice.device.target import Target
 from torchdevice.fallback import route
 from torchdevice.fallback.cache import ANY, CapabilityCache
@@ -77,16 +89,33 @@ class Engine:
         shims: Mapping[str, Callable[..., Any]] | None = None,
         unsupported: tuple[type[BaseException], ...] = (),
         prefer_mlx: bool = False,
+        macos: tuple[int, int] | None = None,
     ) -> None:
         self.target = target
         self.cache = cache
         self.shims = dict(shims or {})
         self.unsupported: tuple[type[BaseException], ...] = (*unsupported, Declined)  # shims', torch's checks'
         self.prefer_mlx = prefer_mlx
+        self.macos = limits.macos() if macos is None else macos
+        """The macOS version MPS's limits are checked for (:func:`torchdevice.device.limits.macos`)."""
+
+    def guards(self) -> dict[str, tuple[Limit, ...]]:
+        """Overload -> the limits the engine checks its calls against: on an MPS target, those CUDA runs that can
+        apply on :attr:`macos`."""
+        if self.target.backend != "MPS":
+            return {}
+        found = {}
+        for name in limits.limited():
+            op = overload(name)
+            routed = tuple(lim for lim in limits.limits_of(op) if lim.routed and lim.possible(self.macos)) \
+                if op is not None else ()
+            if routed:
+                found[name] = routed
+        return found
 
     def overloads(self) -> list[str]:
-        """The overloads to register: known missing, tried first, learned failing, MLX-preferred."""
-        names = set(self.target.missing) | self.target.try_first | self.cache.ops()
+        """The overloads to register: known missing, tried first, learned failing, limited, MLX-preferred."""
+        names = set(self.target.missing) | self.target.try_first | self.cache.ops() | set(self.guards())
         if self.prefer_mlx:
             names |= set(self.shims)
         return sorted(names)
@@ -95,25 +124,34 @@ class Engine:
         """Register the kernels; they stay registered while the returned library is alive."""
         library = torch.library.Library("aten", "IMPL")
         key = self.target.dispatch_key
+        guards = self.guards()
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", "Warning only once for all operators")  # overriding a kernel
             for name in self.overloads():
                 op = overload(name)
-                if op is None or torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd"):
-                    log.debug("fallback: %s has no kernel of its own to complete; not registered", name)
+                if op is None:
+                    continue
+                if torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd"):
+                    if name in guards:  # its limits are met in its decomposition: guarded a key higher
+                        library.impl(op, self.kernel(op, guards[name], f"Autograd{key}"), f"Autograd{key}",
+                                     with_keyset=True)
+                    else:
+                        log.debug("fallback: %s has no kernel of its own to complete; not registered", name)
                     continue
                 if name in self.target.missing and not torch._C._dispatch_has_kernel_for_dispatch_key(name, key):
                     self.cache.seed([name])
-                library.impl(op, self.kernel(op), key, with_keyset=True)
+                library.impl(op, self.kernel(op, guards.get(name, ())), key, with_keyset=True)
         return library
 
-    def kernel(self, op: torch._ops.OpOverload) -> Callable[..., Any]:
-        """The backend kernel that completes ``op`` on the target."""
+    def kernel(self, op: torch._ops.OpOverload, guards: tuple[Limit, ...] = (),
+               key: str | None = None) -> Callable[..., Any]:
+        """The kernel that completes ``op`` on the target, registered under ``key`` (default: the target's
+        dispatch key), checking its calls against ``guards``."""
         name: str = op._name
         schema = OpSchema.of(op)
-        native = torch.library.get_kernel(op, self.target.dispatch_key)
-        shim = self.shims.get(name)
-        target, backend, cache = self.target, self.target.backend, self.cache
+        native = torch.library.get_kernel(op, key or self.target.dispatch_key)
+        shim = self.shims.get(name) if key is None else None
+        target, backend, cache, macos = self.target, self.target.backend, self.cache, self.macos
         prefer_mlx = self.prefer_mlx and shim is not None
         unsupported = self.unsupported
         clock = time.perf_counter
@@ -128,26 +166,47 @@ class Engine:
             record_fallback(name, "mlx", clock() - start, why)
             return value
 
-        def on_cpu(keyset: Any, args: tuple[Any, ...], kwargs: dict[str, Any], why: str) -> Any:
+        def on_cpu(keyset: Any, args: tuple[Any, ...], kwargs: dict[str, Any], why: str,
+                   runs: OpSchema = schema) -> Any:
             start = clock()
             if target.native_is_cpu:
                 value = native.call_boxed(keyset, *schema.boxed(args), **kwargs)
             else:
-                value = route.on_cpu(schema, args, kwargs, target)
+                value = route.on_cpu(runs, args, kwargs, target)
             record_fallback(name, "cpu", clock() - start, why)
             return value
+
+        def under_limit(keyset: Any, args: tuple[Any, ...], kwargs: dict[str, Any], limit: Limit) -> Any:
+            if limit.row.cpu:
+                raise NotImplementedError(
+                    f"torchdevice: {name} under MPS's limit {limit.name!r} ({limit.why}): MPS refuses the call "
+                    f"({limit.exception(args, kwargs)}), and the CPU cannot run it either ({limit.row.cpu}); CUDA "
+                    "runs it, no device here does")
+            if limit.instead is not None:
+                return on_cpu(keyset, args, kwargs, limit.why, OpSchema.of(limit.instead))
+            if shim is not None and (value := on_mlx(args, kwargs, limit.why)) is not _REFUSED:
+                return value
+            return on_cpu(keyset, args, kwargs, limit.why)
 
         def fallback_kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
             if prefer_mlx and (value := on_mlx(args, kwargs, "MLX preferred")) is not _REFUSED:
                 return value
+            for limit in guards:
+                if limit.applies(args, kwargs, macos):
+                    return under_limit(keyset, args, kwargs, limit)
             dtype = call_dtype(args, kwargs)
             if not cache.fails(name, dtype):
                 try:
                     return native.call_boxed(keyset, *schema.boxed(args), **kwargs)
                 except COMPATIBILITY_ERRORS as exc:
+                    hit = next((limit for limit in guards if limit.raised(exc)), None)
+                    if hit is not None:
+                        return under_limit(keyset, args, kwargs, hit)
                     reason = classify(exc, backend)
                     if reason is None:
                         raise
+                    if reason == "limit":  # these arguments, not the op or its dtype: no verdict
+                        return on_cpu(keyset, args, kwargs, f"a {backend} limit")
                 cache.record(name, ANY if reason == "kernel" else dtype, reason)
             why = f"no {backend} kernel" if cache.reason(name, dtype) == "kernel" else \
                 f"{dtype} not supported on {backend}"
