@@ -1,5 +1,5 @@
-"""``torchdevice probe`` measures the MPS column of the tables: on a stand-in Mac that refuses per the table
-(``LimitedMac``) the probes confirm it; where the device differs from the table, they say how; ``catalog show``
+"""``torchdevice probe`` measures the MPS column of the tables: on the simulated Mac, which refuses per the table,
+the probes confirm it; where the device differs from the table, they say how; ``catalog show``
 prints an entry's limits."""
 
 from __future__ import annotations
@@ -8,17 +8,22 @@ import json
 
 import pytest
 import torch
-from limited_mac import LimitedMac
 
 from torchdevice.cli import catalog, main, probe
-from torchdevice.device import probes
+from torchdevice.device import limits, probes
 from torchdevice.records import CatalogRow
+from torchdevice.simulated.kernels import EVERY_OP, SimulatedMPS
 
-# What the stand-in cannot show, and why: its device tensors are CPU tensors, so factories (BackendSelect picks
-# the CPU from their device argument) never reach its kernels, and it computes what MPS answers differently with
-# the CPU's kernels.
-BEYOND_THE_STAND_IN = {"float64_tensor", "tensor_dims_above_16", "adaptive_max_pool_not_divisible"}
+# What the simulation cannot show: it computes what MPS answers differently with the CPU's kernels.
+BEYOND_THE_SIMULATION = {"adaptive_max_pool_not_divisible"}
 MISSING = ("aten::_adaptive_avg_pool3d", "aten::cummax")
+
+
+def Mac(macos: tuple[int, int] = (14, 0), overloads: tuple[str, ...] | None = None,
+        missing: tuple[str, ...] = ()) -> SimulatedMPS:
+    """The simulated Mac refusing the limits of ``overloads`` (default: all) and missing the kernels of ``missing``."""
+    return SimulatedMPS(limited=limits.limited() if overloads is None else overloads, macos=macos,
+                        missing_overloads=missing, no_float64=EVERY_OP)
 
 
 def by_subject(outcomes: list[probes.Outcome]) -> dict[str, probes.Outcome]:
@@ -27,11 +32,11 @@ def by_subject(outcomes: list[probes.Outcome]) -> dict[str, probes.Outcome]:
 
 @pytest.mark.parametrize("macos", [(14, 0), (15, 2)])
 def test_a_mac_that_refuses_as_the_table_says_confirms_it(macos):
-    with LimitedMac(macos=macos, missing=MISSING) as target:
+    with Mac(macos, missing=MISSING) as target:
         outcomes = by_subject(probes.probe_limits(target.device, macos))
         missing = probes.probe_missing(target.device, MISSING)
     contradicted = {name for name, o in outcomes.items() if o.verdict == "contradicted"}
-    assert contradicted == BEYOND_THE_STAND_IN
+    assert contradicted == BEYOND_THE_SIMULATION
     assert all(o.verdict == "confirmed" for o in missing)
     tiled, conv = outcomes["scatter_reduce_int64_min_max_before_macos_15"], outcomes["conv_output_above_65536"]
     if macos < (15, 0):
@@ -45,10 +50,8 @@ def test_a_mac_that_refuses_as_the_table_says_confirms_it(macos):
 def test_a_mac_that_differs_from_the_table_contradicts_it():
     """This Mac has an index_reduce for int64 and a kernel the table says is missing; it refuses scatter_reduce
     amin/amax of int64 on macOS 15, which the table says runs there."""
-    from torchdevice.device import limits
-
     others = [name for name in limits.limited() if not name.startswith("aten::index_reduce")]
-    with LimitedMac(macos=(14, 0), overloads=others) as target:
+    with Mac((14, 0), overloads=tuple(others)) as target:
         outcomes = by_subject(probes.probe_limits(target.device, (15, 0)))
         missing = by_subject(probes.probe_missing(target.device, ["aten::erfinv"]))
     assert outcomes["index_reduce_int64"].verdict == "contradicted"
@@ -68,14 +71,15 @@ def test_missing_kernels_are_probed_with_arguments_from_their_schemas():
 
 
 def test_the_report_and_its_json(tmp_path, capsys):
-    with LimitedMac(missing=MISSING) as target:
+    with Mac(missing=MISSING) as target:
         found = probe.measure(target.device, (14, 0), MISSING)
-    found["target"] = "limited-mac"
+    found["target"] = "simulated-mac"
     text = probe.report(found)
     lines = text.splitlines()
-    assert lines[0].startswith("torchdevice probe: limited-mac (cpu) on macOS 14.0, torch ")
-    assert lines[1].startswith("limits: ") and "3 contradicted" in lines[1]
-    assert any(line.startswith("  contradicted  tensor_dims_above_16: expected MPS to refuse it") for line in lines)
+    assert lines[0].startswith("torchdevice probe: simulated-mac (mps_sim:0) on macOS 14.0, torch ")
+    assert lines[1].startswith("limits: ") and f"{len(BEYOND_THE_SIMULATION)} contradicted" in lines[1]
+    assert any(line.startswith("  contradicted  adaptive_max_pool_not_divisible: expected values other than the CPU's")
+               for line in lines)
     assert "missing kernels: 2 confirmed, 0 contradicted, 0 not probed" in text
     assert len(probe.report(found, every=True).splitlines()) > len(lines)
     json.dumps(found)  # the record --json writes

@@ -8,7 +8,6 @@ import torch
 
 from torchdevice.device import limits
 from torchdevice.device.errors import classify
-from torchdevice.simulated.kernels import MISSING, NO_FLOAT64
 
 GENERIC = {limit.name: limit for limit in limits.generic()}
 SPECIFIC = [limits.limits_of(torch.ops.aten._adaptive_avg_pool2d.default)[0],
@@ -16,15 +15,14 @@ SPECIFIC = [limits.limits_of(torch.ops.aten._adaptive_avg_pool2d.default)[0],
 
 
 def test_missing_kernel_messages():
-    assert classify(NotImplementedError(MISSING.format(op="aten::_linalg_solve_ex.result")), "MPS") == "kernel"
-    assert classify(GENERIC["missing_kernel"].exception((), {}), "MPS") == "kernel"
+    missing = limits.Limit(GENERIC["missing_kernel"].row, torch.ops.aten._linalg_solve_ex.result)
+    assert classify(missing.exception((), {}), "MPS") == "kernel"
 
 
 @pytest.mark.parametrize("name", sorted(n for n, limit in GENERIC.items() if limit.row.reason == "dtype"))
 def test_unsupported_dtype_messages(name):
     x = torch.ones(2, dtype=torch.complex128 if "complex" in name or "dtype" in name else torch.float64)
     assert classify(GENERIC[name].exception((x,), {}), "MPS") == "dtype"
-    assert classify(TypeError(NO_FLOAT64), "MPS") == "dtype"
 
 
 def test_dtype_conversion_message_names_the_dtype():
@@ -70,5 +68,6 @@ def test_user_errors_are_not_device_errors():
 
 
 def test_message_under_the_wrong_exception_type_is_not_trusted():
-    assert classify(ValueError(NO_FLOAT64), "MPS") is None
-    assert classify(TypeError(MISSING.format(op="aten::cumsum")), "MPS") is None
+    assert classify(ValueError(str(GENERIC["float64_tensor"].exception((), {}))), "MPS") is None
+    missing = limits.Limit(GENERIC["missing_kernel"].row, torch.ops.aten.cumsum.default).exception((), {})
+    assert classify(TypeError(str(missing)), "MPS") is None

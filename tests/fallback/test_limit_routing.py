@@ -1,7 +1,7 @@
-"""The engine on a Mac that refuses exactly MPS's limits (``LimitedMac``: the table's exceptions raised from kernels
-under ``PrivateUse1``): every limit whose call CUDA runs is refused without the engine and gives the CPU's result
-through it, reported with the limit as the reason; user errors of the same kernels stay torch's; where the CPU
-refuses too, an error names the limit; float64 asked of float32 device tensors comes back hosted."""
+"""The engine on the simulated Mac, which refuses exactly MPS's limits (the table's exceptions, raised by its kernels
+under the table's conditions): every limit whose call CUDA runs is refused without the engine and gives the CPU's
+result through it, reported with the limit as the reason; user errors of the same kernels stay torch's; where the
+CPU refuses too, an error names the limit; float64 asked of float32 device tensors comes back hosted."""
 
 from __future__ import annotations
 
@@ -12,22 +12,28 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
-from limited_mac import LimitedMac, LimitedTarget
 
 from torchdevice.device import limits
-from torchdevice.device.aten import leaves, overload
+from torchdevice.device.aten import leaves, overload, tree_map
 from torchdevice.device.hosted import HostedTensor
 from torchdevice.device.probes import _values
+from torchdevice.device.target import Target
 from torchdevice.fallback import Engine
 from torchdevice.fallback import engine as engine_module
 from torchdevice.fallback.cache import CapabilityCache
+from torchdevice.simulated.kernels import EVERY_OP, SimulatedMPS
 
 CPU = torch.device("cpu")
 MAC_14 = (14, 0)
 
 
+def Mac(macos: tuple[int, int] = MAC_14, **refusing: Any) -> SimulatedMPS:
+    """The simulated Mac refusing every limit of the table on macOS ``macos`` (and what ``refusing`` adds)."""
+    return SimulatedMPS(limited=limits.limited(), macos=macos, **refusing)
+
+
 @contextlib.contextmanager
-def completed(mac: LimitedMac, macos: tuple[int, int] = MAC_14) -> Iterator[LimitedTarget]:
+def completed(mac: SimulatedMPS, macos: tuple[int, int] = MAC_14) -> Iterator[Target]:
     """``mac`` entered and the engine installed on it for macOS ``macos``."""
     with mac as target:
         library = Engine(target, CapabilityCache.open(target.name), macos=macos).install()
@@ -35,6 +41,14 @@ def completed(mac: LimitedMac, macos: tuple[int, int] = MAC_14) -> Iterator[Limi
             yield target
         finally:
             library._destroy()
+
+
+def there(value: Any, device: torch.device) -> Any:
+    """``value`` with its tensors on ``device`` (parameters of modules too; tensors of more dimensions than MPS
+    allocates as views of one dimension, as a Mac holds them)."""
+    if isinstance(value, torch.nn.Module):
+        return value.to(device)
+    return tree_map(lambda x: x.reshape(-1).to(device).view(x.shape) if isinstance(x, torch.Tensor) else x, value)
 
 
 def routed_limits() -> list[limits.Limit]:
@@ -83,16 +97,16 @@ def whys(monkeypatch) -> dict[str, str]:
 @pytest.mark.parametrize("limit", routed_limits(), ids=lambda lim: lim.name)
 def test_a_limit_cuda_runs_is_refused_by_the_mac_and_runs_through_the_engine(limit, fallbacks, whys):
     args, kwargs = call(limit)
-    with LimitedMac(), pytest.raises(limit.raises) as refused, torch.no_grad():
-        limit.op(*args, **kwargs)
+    with Mac() as target, pytest.raises(limit.raises) as refused, torch.no_grad():
+        limit.op(*there(args, target.device), **there(kwargs, target.device))
     assert limit.raised(refused.value), refused.value
     reference = limit.instead or limit.op
     torch.manual_seed(0)
     with torch.no_grad():
         expected = reference(*args, **kwargs)
-    with completed(LimitedMac()), torch.no_grad():
+    with completed(Mac()) as target, torch.no_grad():
         torch.manual_seed(0)
-        got = limit.op(*args, **kwargs)
+        got = there(limit.op(*there(args, target.device), **there(kwargs, target.device)), CPU)
     assert_same(got, expected)
     assert fallbacks[limit.op._name, "cpu"] == 1
     assert whys[limit.op._name] == limit.why
@@ -101,9 +115,9 @@ def test_a_limit_cuda_runs_is_refused_by_the_mac_and_runs_through_the_engine(lim
 def test_the_silent_limit_gives_the_cpus_values_where_mps_would_not(fallbacks):
     x = torch.randn(1, 2, 5, 5)
     expected = F.adaptive_max_pool2d(x, 3, return_indices=True)
-    with completed(LimitedMac()):
-        got = F.adaptive_max_pool2d(x, 3, return_indices=True)
-        divisible = F.adaptive_max_pool2d(torch.randn(1, 2, 6, 6), 3)
+    with completed(Mac()) as target:
+        got = there(F.adaptive_max_pool2d(x.to(target.device), 3, return_indices=True), CPU)
+        divisible = F.adaptive_max_pool2d(torch.randn(1, 2, 6, 6, device=target.device), 3)
     assert_same(got, expected)
     assert divisible.shape == (1, 2, 3, 3)
     assert fallbacks["aten::adaptive_max_pool2d", "cpu"] == 1  # only the call under the limit
@@ -118,20 +132,22 @@ def test_everyday_calls_under_limits_give_the_cpus_results(fallbacks):
     conv = torch.nn.ConvTranspose3d(2, 2, 2).half()
     volume = torch.randn(1, 2, 3, 3, 3, dtype=torch.float16)
     programs = {
-        "pool": lambda: F.adaptive_avg_pool2d(x, (3, 2)),
-        "inverse": lambda: torch.linalg.inv(a),
-        "solve": lambda: torch.linalg.solve(a, a),
-        "qr": lambda: torch.linalg.qr(a),
-        "statistics": lambda: (x.sum(dtype=torch.float64), torch.softmax(x, 1, dtype=torch.float64),
-                               torch.float_power(x, 2)),
-        "conv_transpose_3d": lambda: conv(volume),
+        "pool": lambda x, a, conv, volume: F.adaptive_avg_pool2d(x, (3, 2)),
+        "inverse": lambda x, a, conv, volume: torch.linalg.inv(a),
+        "solve": lambda x, a, conv, volume: torch.linalg.solve(a, a),
+        "qr": lambda x, a, conv, volume: torch.linalg.qr(a),
+        "statistics": lambda x, a, conv, volume: (x.sum(dtype=torch.float64), torch.softmax(x, 1, dtype=torch.float64),
+                                                  torch.float_power(x, 2)),
+        "conv_transpose_3d": lambda x, a, conv, volume: conv(volume),
     }
-    expected = {name: program() for name, program in programs.items()}
-    with completed(LimitedMac()):
-        got = {name: program() for name, program in programs.items()}
+    expected = {name: program(x, a, conv, volume) for name, program in programs.items()}
+    with completed(Mac(no_float64=EVERY_OP)) as target:
+        inputs = [there(v, target.device) for v in (x, a, conv, volume)]
+        got = {name: there(program(*inputs), CPU) for name, program in programs.items()}
         torch.manual_seed(1)
         with torch.no_grad():
-            attention = F.scaled_dot_product_attention(q, q, q, dropout_p=0.3)
+            on_device = q.to(target.device)
+            attention = F.scaled_dot_product_attention(on_device, on_device, on_device, dropout_p=0.3).cpu()
     torch.manual_seed(1)
     with torch.no_grad():
         torch.testing.assert_close(attention, F.scaled_dot_product_attention(q, q, q, dropout_p=0.3))
@@ -146,18 +162,19 @@ def test_gradients_flow_through_limited_composites_and_kernels(fallbacks):
     lstm = torch.nn.LSTM(4, 5, proj_size=2)
     inputs, w = torch.randn(3, 1, 4), torch.randn(2, 3, requires_grad=True)
 
-    def step() -> tuple[torch.Tensor, ...]:
-        lstm.zero_grad()
-        w.grad = None
+    def step(lstm: torch.nn.LSTM, inputs: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
         output, _ = lstm(inputs)
         loss = output.pow(2).sum() + torch.softmax(w, 1, dtype=torch.float64)[:, 0].sum()
         loss.backward()
         assert w.grad is not None
         return (loss.detach(), w.grad.clone(), *(p.grad.clone() for p in lstm.parameters()))
 
-    expected = step()
-    with completed(LimitedMac()):
-        got = step()
+    expected = step(lstm, inputs, w)
+    lstm.zero_grad()
+    with completed(Mac(no_float64=EVERY_OP)) as target:
+        on_device = w.detach().to(target.device).requires_grad_()
+        got = step(lstm.to(target.device), inputs.to(target.device), on_device)
+        got = tuple(g.cpu() for g in got)
     for g, e in zip(got, expected, strict=True):
         torch.testing.assert_close(g, e)
     assert fallbacks["aten::lstm.input", "cpu"] == 1 and fallbacks["aten::softmax.int", "cpu"] == 1
@@ -165,10 +182,11 @@ def test_gradients_flow_through_limited_composites_and_kernels(fallbacks):
 
 def test_float64_asked_of_float32_device_tensors_comes_back_hosted(fallbacks):
     x = torch.randn(2, 3)
-    with completed(LimitedMac(hosting=True)):
-        total = x.sum(dtype=torch.float64)
-        probabilities = torch.softmax(x, 1, dtype=torch.float64)
-        power = torch.float_power(x, 2)
+    with completed(Mac(no_float64=EVERY_OP)) as target:
+        on_device = x.to(target.device)
+        total = on_device.sum(dtype=torch.float64)
+        probabilities = torch.softmax(on_device, 1, dtype=torch.float64)
+        power = torch.float_power(on_device, 2)
     expected_values = (x.sum(dtype=torch.float64), torch.softmax(x, 1, dtype=torch.float64), torch.float_power(x, 2))
     for got, expected in zip((total, probabilities, power), expected_values, strict=True):
         assert isinstance(got, HostedTensor) and got.device == torch.device("mps", 0) and got.dtype == torch.float64
@@ -177,16 +195,17 @@ def test_float64_asked_of_float32_device_tensors_comes_back_hosted(fallbacks):
 
 def test_user_errors_of_limited_kernels_are_torchs_own(fallbacks):
     calls = [
-        lambda: torch.ops.aten._adaptive_avg_pool2d(torch.randn(2, 0, 4), [2, 2]),  # an empty non-batch dimension
-        lambda: torch.bmm(torch.randn(2, 3, 4), torch.randn(2, 5, 6)),  # shapes that do not multiply
-        lambda: torch.index_reduce(torch.zeros(3, dtype=torch.int64), 0, torch.tensor([5]),
-                                   torch.ones(1, dtype=torch.int64), "prod"),  # under the limit, an index out of range
+        lambda device: torch.ops.aten._adaptive_avg_pool2d(torch.randn(2, 0, 4, device=device), [2, 2]),  # empty
+        lambda device: torch.bmm(torch.randn(2, 3, 4, device=device), torch.randn(2, 5, 6, device=device)),  # shapes
+        lambda device: torch.index_reduce(torch.zeros(3, dtype=torch.int64, device=device), 0,
+                                          torch.tensor([5], device=device), torch.ones(1, dtype=torch.int64,
+                                          device=device), "prod"),  # under the limit, an index out of range
     ]
     for make in calls:
         with pytest.raises(Exception) as native:
-            make()
-        with completed(LimitedMac()), pytest.raises(type(native.value)) as through:
-            make()
+            make(CPU)
+        with completed(Mac()) as target, pytest.raises(type(native.value)) as through:
+            make(target.device)
         assert str(through.value) == str(native.value)  # index_reduce: under its limit, the CPU's own error
 
 
@@ -194,31 +213,30 @@ def test_a_limit_the_table_did_not_expect_is_routed_on_its_error(fallbacks):
     """The engine believes macOS 15.1 (no guard for long convolutions); the Mac runs 14.0 and refuses: the engine
     routes the call on the refusal instead."""
     x, weight = torch.randn(1, 1, 65540), torch.randn(1, 1, 3)
-    with completed(LimitedMac(macos=MAC_14), macos=(15, 1)):
-        got = F.conv1d(x, weight)
+    with completed(Mac(macos=MAC_14), macos=(15, 1)) as target:
+        got = F.conv1d(x.to(target.device), weight.to(target.device)).cpu()
     torch.testing.assert_close(got, F.conv1d(x, weight))
     assert fallbacks["aten::convolution", "cpu"] == 1
 
 
 def test_newer_macos_runs_what_older_refuses_on_the_device(fallbacks):
     x, weight = torch.randn(1, 1, 65540), torch.randn(1, 1, 3)
-    with completed(LimitedMac(macos=(15, 1)), macos=(15, 1)):
-        F.conv1d(x, weight)
+    with completed(Mac(macos=(15, 1)), macos=(15, 1)) as target:
+        F.conv1d(x.to(target.device), weight.to(target.device))
     assert fallbacks.total() == 0
 
 
 def test_where_the_cpu_refuses_too_an_error_names_the_limit():
-    with completed(LimitedMac()), pytest.raises(NotImplementedError) as refused:
-        torch.linalg.lu_factor(torch.randn(3, 3), pivot=False)
+    with completed(Mac()) as target, pytest.raises(NotImplementedError) as refused:
+        torch.linalg.lu_factor(torch.randn(3, 3, device=target.device), pivot=False)
     message = str(refused.value)
     assert "lu_factor_without_pivoting" in message and "LU without pivoting is not implemented on the CPU" in message
     assert "MPS doesn't allow pivot == False" in message
 
 
 def test_limits_cuda_refuses_are_not_routed():
-    x = torch.randint(0, 5, (2, 3))
-    with completed(LimitedMac()), pytest.raises(RuntimeError, match="softmax only supported for floating types"):
-        torch.ops.aten._softmax(x, 1, False)
+    with completed(Mac()) as target, pytest.raises(RuntimeError, match="softmax only supported for floating types"):
+        torch.ops.aten._softmax(torch.randint(0, 5, (2, 3), device=target.device), 1, False)
 
 
 def test_no_guard_on_the_cpu_target():

@@ -17,13 +17,35 @@ from fallback_support import Fallbacks
 from mac_runs import on_both
 
 from torchdevice.device.hosted import HostedTensor
-from torchdevice.simulated.kernels import NO_FLOAT64
+from torchdevice.simulated.kernels import NO_FLOAT64, SimulatedMPS
 
 
-def test_an_op_asked_for_float64_from_float32_device_tensors_raises_mps_error(mac):
-    """A limit on a Mac too: the op itself is MPS's, and MPS refuses the dtype."""
-    with pytest.raises(TypeError, match=NO_FLOAT64.split(" as ")[0]):
-        torch.ones(2, device="cuda").sum(dtype=torch.float64)
+def test_float64_asked_of_float32_device_tensors_is_computed_as_cuda_computes_it(mac):
+    """MPS refuses these (its float64 limit); CUDA computes them: the runtime gives CUDA's float64 results, hosted."""
+    torch.manual_seed(0)
+    x, a = torch.randn(4, 5), torch.randn(5, 3)
+    calls = {
+        "softmax(dtype=float64)": lambda x, a: torch.softmax(x, 1, dtype=torch.float64),
+        "log_softmax(dtype=float64)": lambda x, a: torch.log_softmax(x, 1, dtype=torch.float64),
+        "sum(dtype=float64)": lambda x, a: x.sum(dtype=torch.float64),
+        "cumsum(dtype=float64)": lambda x, a: x.cumsum(0, dtype=torch.float64),
+        "mean(dim, dtype=float64)": lambda x, a: x.mean(1, dtype=torch.float64),
+        "float_power": lambda x, a: torch.float_power(x, 2),
+        "linalg.pinv": lambda x, a: torch.linalg.pinv(a),
+        "linalg.matrix_rank": lambda x, a: torch.linalg.matrix_rank(a),
+    }
+    for how, call in calls.items():
+        on_device = x.cuda()
+        got, expected = call(on_device, a.cuda()), call(x, a)
+        assert got.device == on_device.device and got.is_cuda, how
+        assert got.dtype == expected.dtype, how
+        torch.testing.assert_close(got.cpu(), expected, rtol=1e-5, atol=1e-6, msg=how)
+
+
+def test_float64_asked_of_float32_device_tensors_is_refused_on_the_simulated_mac_as_on_a_mac():
+    """Without the runtime's handling the simulated device raises what MPS raises."""
+    with SimulatedMPS.apple() as target, pytest.raises(TypeError, match=NO_FLOAT64.split(" as ")[0]):
+        torch.ones(2, device=target.device).sum(dtype=torch.float64)
 
 
 def test_float64_on_cuda_is_hosted_and_says_it_is_on_the_device(mac):

@@ -6,16 +6,15 @@
 - :mod:`.device`: the device in torch, ``PyTorch's PrivateUse1`` backend named ``mps_sim``, holding host memory:
   device tensors are real tensors of a backend torch knows;
 - :mod:`.kernels`: MPS's kernels simulated on it: computed on the host, refusing what MPS refuses (missing kernels,
-  float64, host tensors mixed in), for the fallback engine to complete as it completes MPS on a Mac;
+  float64, MPS's limits, host tensors mixed in), for the fallback engine to complete as it completes MPS on a Mac;
 - :mod:`.presentation`: what the program sees (``mps:0``, ``torch.backends.mps``, ``torch.mps``, checkpoints).
 
-The simulated macOS version is :data:`MACOS` (``TORCHDEVICE_MACOS=15.1``; by default 14.0, the oldest macOS torch
-2.13 supports, which refuses the most). What it cannot show: speed and memory use (the CPU computes everything).
+The simulated macOS version is :func:`torchdevice.device.limits.macos` (``TORCHDEVICE_MACOS=15.1``; by default 14.0,
+the oldest macOS torch 2.13 supports, which refuses the most). What it cannot show: speed and memory use (the CPU
+computes everything).
 """
 
 from __future__ import annotations
-
-import os
 
 from torchdevice.device.target import SIMULATED_MPS, Target
 from torchdevice.patching import Patcher
@@ -23,22 +22,10 @@ from torchdevice.simulated import presentation
 from torchdevice.simulated.kernels import SimulatedMPS
 
 
-def _macos() -> tuple[int, int]:
-    text = os.environ.get("TORCHDEVICE_MACOS", "14.0").strip()
-    major, _, minor = text.partition(".")
-    if not major.isdigit() or (minor and not minor.isdigit()):
-        raise ValueError(f"torchdevice: TORCHDEVICE_MACOS={text!r} is not a macOS version such as 15.1")
-    return int(major), int(minor or 0)
-
-
-MACOS = _macos()
-"""The macOS version the simulated Mac runs."""
-
-
 def activate(patcher: Patcher) -> Target:
     """Simulate Apple silicon until ``patcher.restore()``; the target it is."""
     sim = SimulatedMPS.apple(SIMULATED_MPS)
     library = sim.register()
     patcher.defer(library._destroy)
-    presentation.activate(patcher, MACOS)
+    presentation.activate(patcher, sim.macos)
     return sim.target()

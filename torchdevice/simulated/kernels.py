@@ -3,8 +3,9 @@ MPS refuses.
 
 Every aten call that reaches the device's dispatch key (``PrivateUse1``) runs a kernel registered here, as every
 call reaching ``MPS`` on a Mac runs one of MPS's: the ops MPS has no kernel for raise MPS's missing-kernel
-``NotImplementedError``, calls with float64 (or complex128) raise MPS's ``TypeError`` where MPS refuses them, a
-device tensor mixed with a host tensor that is not a scalar raises MPS's placement error; everything else
+``NotImplementedError``, calls with float64 (or complex128) raise MPS's ``TypeError`` where MPS refuses them, calls
+under one of MPS's limits (:mod:`torchdevice.device.limits`, on the simulated macOS version) raise that limit's
+exception, a device tensor mixed with a host tensor that is not a scalar raises MPS's placement error; everything else
 computes on host tensors over the device tensors' memory and returns device tensors, so results, in-place writes,
 ``out=`` arguments and views are exactly what the same call makes on the CPU. A few kernels are the device's
 rather than an op's: allocation, copies, resizing and the views that torch's own code makes for any device
@@ -29,6 +30,7 @@ from typing import Any
 
 import torch
 
+from torchdevice.device import limits
 from torchdevice.device.aten import OpSchema, leaves, overload, tensors, tree_map
 from torchdevice.device.hosted import WIDE, Hosting
 from torchdevice.device.placement import HOST_ARGUMENTS, HOST_RESULTS, placement_error
@@ -36,17 +38,9 @@ from torchdevice.device.target import Target
 from torchdevice.simulated import device as simulated_device
 from torchdevice.simulated.device import CPU, GENERATOR, allocate, device_tensor, host_alias, host_bytes
 
-MISSING = (
-    "The operator '{op}' is not currently implemented for the MPS device. If you want this op to be considered "
-    "for addition please comment on https://github.com/pytorch/pytorch/issues/141287 and mention use-case, that "
-    "resulted in missing op as well as commit hash 0000000. As a temporary fix, you can set the environment "
-    "variable `PYTORCH_ENABLE_MPS_FALLBACK=1` to use the CPU as a fallback for this op. WARNING: this will be "
-    "slower than running natively on MPS."
-)
-NO_FLOAT64 = (
-    "Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
-    "Please use float32 instead."
-)
+_GENERIC = {limit.name: limit.row for limit in limits.generic()}
+NO_FLOAT64 = "".join(_GENERIC["float64_tensor"].message)
+"""What MPS raises for a float64 tensor (the limits table's generic row)."""
 NAME = "simulated-mps"
 """The name of a chosen table's verdicts in the capability cache (Apple silicon's: ``mps-sim``)."""
 EVERY_OP = "*"
@@ -86,15 +80,20 @@ def uses_float64(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
 
 class SimulatedMPS:
     """What the simulated device refuses: ``missing`` op names (any overload) or ``missing_overloads`` (aten
-    overload names); float64 in ``no_float64`` ops (``EVERY_OP``: all, as MPS). ``table_missing``/``try_first``
-    become the target's kernel table. ``with SimulatedMPS(...) as target:`` registers the kernels for a block."""
+    overload names); float64 in ``no_float64`` ops (``EVERY_OP``: all, as MPS); the limits of the ``limited``
+    overloads (dispatcher names) on macOS ``macos`` (default: :func:`torchdevice.device.limits.macos`).
+    ``table_missing``/``try_first`` become the target's kernel table. ``with SimulatedMPS(...) as target:``
+    registers the kernels for a block."""
 
     def __init__(self, *, missing: Iterable[str] = (), no_float64: Iterable[str] = (),
                  table_missing: Iterable[str] = (), try_first: Iterable[str] = (),
-                 missing_overloads: Iterable[str] = (), composed: Iterable[str] = (), name: str = NAME) -> None:
+                 missing_overloads: Iterable[str] = (), composed: Iterable[str] = (), limited: Iterable[str] = (),
+                 macos: tuple[int, int] | None = None, name: str = NAME) -> None:
         self.missing = frozenset(missing)
         self.missing_overloads = frozenset(missing_overloads)
         self.composed = frozenset(composed)
+        self.limited = tuple(limited)
+        self.macos = limits.macos() if macos is None else macos
         self.no_float64 = no_float64 if no_float64 == EVERY_OP else frozenset(no_float64)
         self.table = (frozenset(table_missing), frozenset(try_first))
         self.name = name
@@ -105,11 +104,11 @@ class SimulatedMPS:
     @classmethod
     def apple(cls, name: str = NAME) -> SimulatedMPS:
         """Apple silicon with the torch this package was built for: every overload of the generated kernel table
-        missing, float64 refused by every op."""
+        missing, float64 refused by every op, every limit of the limits table."""
         from torchdevice_generated.fallback_table import COMPOSED_ON_MPS, MISSING_ON_MPS, TRY_ON_MPS
 
         return cls(missing_overloads=MISSING_ON_MPS, no_float64=EVERY_OP, table_missing=MISSING_ON_MPS,
-                   try_first=TRY_ON_MPS, composed=COMPOSED_ON_MPS, name=name)
+                   try_first=TRY_ON_MPS, composed=COMPOSED_ON_MPS, limited=limits.limited(), name=name)
 
     def target(self) -> Target:
         """The target the runtime and the fallback engine complete (the device registered: :func:`.device.register`)."""
@@ -124,10 +123,18 @@ class SimulatedMPS:
         if name in self.missing or name in self.no_float64:
             self.attempts[name] += 1
         if name in self.missing or op._name in self.missing_overloads:
-            return NotImplementedError(MISSING.format(op=op._name))
+            return limits.Limit(_GENERIC["missing_kernel"], op).exception(args, kwargs)
         if (self.no_float64 == EVERY_OP or name in self.no_float64) and uses_float64(args, kwargs):
             return TypeError(NO_FLOAT64)
         return None
+
+    def refuse(self, op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """Raise what MPS raises for a call under one of ``op``'s limits."""
+        for limit in limits.limits_of(op):
+            if limit.raises is not None and limit.applies(args, kwargs, self.macos):
+                refused = limit.exception(args, kwargs)
+                self.raised.append(refused)
+                raise refused
 
     def register(self) -> torch.library.Library:
         """Register the device's kernels; they stay registered while the returned library is alive."""
@@ -152,6 +159,18 @@ class SimulatedMPS:
         for op in _WHOLE:
             ops.impl(op, _whole_on_host(op), "AutogradPrivateUse1")
         ops.impl(_aten.group_norm.default, _group_norm, "AutogradPrivateUse1")
+        for name in self.missing_overloads:  # refused also where torch has a kernel for every device
+            op = overload(name)
+            if op is not None and torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeExplicitAutograd"):
+                ops.impl(op, self._kernel_of(op), "PrivateUse1", with_keyset=True)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", "Warning only once for all operators")  # over torch's own kernels
+            for name in self.limited:  # over the kernels above: MPS checks a call before computing it
+                op = overload(name)
+                if op is not None:
+                    key = "AutogradPrivateUse1" if torch._C._dispatch_has_kernel_for_dispatch_key(
+                        name, "CompositeImplicitAutograd") else "PrivateUse1"  # limits met in its decomposition
+                    ops.impl(op, self._limited(op, key), key, with_keyset=True)
         # Backward passes run in the thread that asks for them: the autograd engine sizes its device threads once,
         # at the process's first backward pass, which may have run before the device was registered.
         multithreaded = torch._C._is_multithreading_enabled()
@@ -177,6 +196,17 @@ class SimulatedMPS:
                  and name not in self.composed and name.partition(".")[0].removeprefix("aten::") not in self.missing
                  and torch._C._dispatch_has_kernel_for_dispatch_key(name, "CPU")]
         return [op for op in map(overload, names) if op is not None]
+
+    def _limited(self, op: torch._ops.OpOverload, key: str) -> Any:
+        """The kernel ``key`` has for ``op``, refusing the calls its limits refuse."""
+        native = torch.library.get_kernel(op, key)
+        schema = OpSchema.of(op)
+
+        def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+            self.refuse(op, args, kwargs)
+            return native.call_boxed(keyset, *schema.boxed(args), **kwargs)
+
+        return kernel
 
     def _kernel_of(self, op: torch._ops.OpOverload) -> Any:
         def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:

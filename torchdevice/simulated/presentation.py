@@ -5,7 +5,7 @@ While the simulation is installed (every patch through the runtime's patcher):
 - device tensors say they are on ``mps:0`` (``x.device``, ``x.is_mps``, printing), as a Mac's do, to the program
   and the libraries it uses; torch's own code, which computes with them, gets their device as torch knows it;
 - ``torch.backends.mps`` says MPS is built and available, on the simulated macOS version
-  (:data:`torchdevice.simulated.MACOS`), so libraries that pick ``"mps"`` themselves (transformers, peft) do, and
+  (:func:`torchdevice.device.limits.macos`), so libraries that pick ``"mps"`` themselves (transformers, peft) do, and
   the runtime translates ``"mps"`` as it translates ``"cuda"`` (the target's ``aliases``);
 - ``torch.mps`` answers for the simulated device: its generator, which ``torch.manual_seed`` seeds too, the bytes
   of its live allocations, synchronisation (nothing to wait for);
