@@ -176,3 +176,65 @@ def test_metrics_accumulated_on_the_device_give_the_cpu_values():
 
     native, mac = on_both(work)
     torch.testing.assert_close(mac, native)
+
+
+def _frozen_backbone_attention() -> Any:
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(16, 4, dim_feedforward=32, dropout=0.2, batch_first=True).cuda().train()
+    with torch.no_grad():  # a frozen backbone in train mode: attention dropout without grad
+        torch.manual_seed(1)
+        return layer(torch.randn(2, 5, 16, device="cuda"))
+
+
+def _lstm_with_projections() -> Any:
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(4, 6, proj_size=3, batch_first=True).cuda()
+    output, _ = lstm(torch.randn(2, 5, 4, device="cuda"))
+    output.sum().backward()
+    return output, lstm.weight_hh_l0.grad
+
+
+def _conv_transpose_3d_under_autocast() -> Any:
+    torch.manual_seed(0)
+    conv = torch.nn.ConvTranspose3d(2, 2, 2).cuda()
+    with torch.autocast("cuda", dtype=torch.float16):
+        return conv(torch.randn(1, 2, 3, 3, 3, device="cuda"))
+
+
+UNDER_MPS_LIMITS: dict[str, Callable[[], Any]] = {
+    "adaptive_avg_pool2d to 3 of 7 (PSP pooling)": lambda: torch.nn.AdaptiveAvgPool2d(3)(
+        torch.arange(98.0, device="cuda").reshape(1, 2, 7, 7)),
+    "adaptive_max_pool2d to (2, 3) of 7": lambda: torch.nn.AdaptiveMaxPool2d((2, 3))(
+        torch.arange(98.0, device="cuda").reshape(1, 2, 7, 7)),
+    "attention dropout over a frozen backbone": _frozen_backbone_attention,
+    "LSTM with proj_size": _lstm_with_projections,
+    "ConvTranspose3d under float16 autocast": _conv_transpose_3d_under_autocast,
+    "conv1d of 70,000 samples": lambda: torch.nn.functional.conv1d(
+        torch.linspace(-1, 1, 70_000, device="cuda").reshape(1, 1, -1), torch.ones(1, 1, 5, device="cuda")),
+    "index_reduce of int64": lambda: torch.zeros(3, dtype=torch.int64, device="cuda").index_reduce(
+        0, torch.tensor([0, 2, 0], device="cuda"), torch.tensor([4, 5, 6], device="cuda"), "amax"),
+    "addr of integers": lambda: torch.addr(torch.ones(2, 3, dtype=torch.int64, device="cuda"),
+                                           torch.tensor([1, 2], device="cuda"), torch.tensor([3, 4, 5], device="cuda")),
+    "scatter_reduce amin of int64": lambda: torch.zeros(3, dtype=torch.int64, device="cuda").scatter_reduce(
+        0, torch.tensor([0, 1, 0], device="cuda"), torch.tensor([-4, 5, 6], device="cuda"), "amin"),
+    "complex inverse and solve": lambda: (
+        torch.linalg.inv(torch.eye(3, dtype=torch.complex64, device="cuda") * (2 + 1j)),
+        torch.linalg.solve(torch.eye(2, dtype=torch.complex64, device="cuda") * 3j,
+                           torch.ones(2, 1, dtype=torch.complex64, device="cuda"))),
+    "float64 statistics of float32 activations": lambda: (
+        torch.arange(6.0, device="cuda").sum(dtype=torch.float64),
+        torch.softmax(torch.arange(6.0, device="cuda").reshape(2, 3), 1, dtype=torch.float64)),
+}
+
+
+@pytest.mark.parametrize("line", sorted(UNDER_MPS_LIMITS))
+def test_lines_under_mps_limits_give_cudas_values_and_report_the_limit(line):
+    """MPS refuses these (its limits); CUDA runs them: the runtime routes them on the simulated Mac, as on a Mac."""
+    with torchdevice.installed("cpu"):
+        native = host(UNDER_MPS_LIMITS[line]())
+    with torchdevice.installed("mps-sim"):
+        before = torchdevice.report()["fallbacks"]
+        mac = host(UNDER_MPS_LIMITS[line]())
+        after = torchdevice.report()["fallbacks"]
+    torch.testing.assert_close(mac, native, rtol=1e-3, atol=1e-4)
+    assert after != before, "no call was routed"
