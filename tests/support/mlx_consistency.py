@@ -142,7 +142,7 @@ def _candidates(overload: str, samples: Iterator[Any], variant: Callable[..., An
     for s in samples:
         args, kwargs = (s.input, *s.args), dict(s.kwargs)
         if outputs:
-            result = Call(variant, args, kwargs).run()[0] if variant is not None else None
+            result = Call(variant, args, kwargs).run().result if variant is not None else None
             if not isinstance(result, torch.Tensor):
                 continue
             kwargs["out"] = torch.empty(0, dtype=result.dtype)
