@@ -8,7 +8,7 @@ JOBS   ?= auto
 # package itself declares the range it supports (pyproject.toml).
 PIP_INSTALL := $(PY) -m pip install -q -c constraints.txt
 
-.PHONY: venv demo test test-fast external-suites catalog mps-messages generate check-generated status bench lint wheel clean
+.PHONY: venv demo test test-fast test-consistency external-suites catalog mps-messages generate check-generated status bench lint wheel clean
 
 $(STAMP): pyproject.toml constraints.txt torchdevice.pth
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,7 +30,13 @@ test: $(STAMP) check-generated
 
 # The edit-test tier: every test that starts no process (tests/conftest.py holds the marker to that).
 test-fast: $(STAMP)
-	$(PY) -m pytest -n $(JOBS) -q -m "not processes"
+	$(PY) -m pytest -n $(JOBS) -q -m "not processes and not consistency"
+
+# The consistency tier (not in `test`): every OpInfo op and dtype, written for CUDA, on the simulated Mac
+# against the CPU; `make test-consistency CONSISTENCY_TARGET=cpu` runs it on the CPU target.
+CONSISTENCY_TARGET ?= mps-sim
+test-consistency: $(STAMP)
+	$(PY) -m pytest -n $(JOBS) -q -m consistency --consistency-target=$(CONSISTENCY_TARGET) tests/consistency
 
 # The own test suites of skorch, pytorch-ignite and accelerate, natively and under the runtime (not in `test`).
 external-suites: $(STAMP)

@@ -1,6 +1,8 @@
 """The suite's tiers: a test that starts a process (a subprocess, a ``multiprocessing`` child, a torchrun or
 ``mp.spawn`` rank) is marked ``processes``; ``make test-fast`` leaves those out. A test that starts one unmarked
-fails, naming the marker, so the fast tier stays free of them as tests are added."""
+fails, naming the marker, so the fast tier stays free of them as tests are added. The consistency tier
+(``tests/consistency``, marked ``consistency``) runs only when asked (``make test-consistency``), on the target
+``--consistency-target`` names."""
 
 from __future__ import annotations
 
@@ -46,3 +48,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("slow") is not None:
             item.add_marker(MARKER)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--consistency-target", default="mps-sim", choices=("mps-sim", "cpu"),
+                     help="the target the consistency tier (tests/consistency, make test-consistency) installs")

@@ -1,9 +1,9 @@
 """Every aten overload with an MLX route against torch, on OpInfo samples and error inputs.
 
 Like PyTorch's ``TestConsistency`` for MPS (``test/test_mps.py``): each case runs calls natively
-and through the MLX route (:mod:`mlx_consistency`) and requires the same outcome: the same
-exception, type and message, or the same result type, dtype, shape and values within the dtype's
-tolerance (``mlx_samples.TOLERANCES``). Cases:
+and through the MLX route (:mod:`mlx_consistency`) and requires the same outcome
+(:func:`outcomes.assert_same`): the same exception, type and message, or the same result type,
+dtype, shape and values within the dtype's tolerance (``outcomes.TOLERANCES``). Cases:
 
 - ``route``: the engine registers the overload (one that decomposes above the backend keys never
   reaches its shim);
@@ -25,7 +25,7 @@ import mlx_consistency as mc
 import pytest
 import torch
 import torch.nn.functional as F
-from mlx_consistency import Call
+from outcomes import Call, assert_same
 from torchdevice_generated.mlx_shims import SHIMS
 
 from torchdevice.fallback.mlx_bridge import MlxUnsupported
@@ -160,11 +160,11 @@ def _check_samples(overload: str, dtype: torch.dtype, fallbacks, shim=None) -> N
         if ran == MAX_RAN or tried == MAX_TRIED:
             break
         tried += 1
-        rejected += isinstance(call.native[0], Exception)  # torch refuses it: MLX must not run it either
+        rejected += isinstance(call.native.result, Exception)  # torch refuses it: MLX must not run it either
         before = fallbacks[overload, "mlx"]
         with mc.mlx_route(overload, shim):
             outcome = call.run()
-        mc.assert_same(outcome, call.native)
+        assert_same(outcome, call.native)
         ran += fallbacks[overload, "mlx"] - before
     assert tried, f"no {dtype} sample reaches {overload}"
     assert ran or rejected == tried, f"claimed for {dtype}, but MLX ran none of {tried} calls"
@@ -176,7 +176,7 @@ def _check_errors(overload: str) -> None:
     for call in calls:
         with mc.mlx_route(overload):
             outcome = call.run()
-        mc.assert_same(outcome, call.native)
+        assert_same(outcome, call.native)
 
 
 def _natively(calls: list[Call]) -> list[Call]:

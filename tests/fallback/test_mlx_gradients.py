@@ -16,7 +16,7 @@ from itertools import islice
 import mlx_consistency as mc
 import pytest
 import torch
-from mlx_samples import compare
+from outcomes import Call, compare, tensors
 
 STRUCTURED = ["aten::exp", "aten::tanh", "aten::mm", "aten::sum.dim_IntList", "aten::mean.dim", "aten::cumsum",
               "aten::gelu", "aten::max.dim", "aten::index_select", "aten::cat", "aten::var.correction"]
@@ -34,7 +34,8 @@ def test_the_composite_explicit_ops_are_such():
 def test_gradients_through_the_mlx_route_equal_torchs(overload, fallbacks):
     torch.manual_seed(0)
     ran = 0
-    valid = (c for c in mc.calls(overload, torch.float32, requires_grad=True) if not isinstance(c.native[0], Exception))
+    valid = (c for c in mc.calls(overload, torch.float32, requires_grad=True)
+             if not isinstance(c.native.result, Exception))
     for call in islice(valid, SAMPLES):
         native = _gradients(call)
         before = fallbacks[overload, "mlx"]
@@ -46,14 +47,15 @@ def test_gradients_through_the_mlx_route_equal_torchs(overload, fallbacks):
     assert ran, "no forward ran on MLX"
 
 
-def _gradients(call: mc.Call) -> tuple[list[str], list[torch.Tensor]]:
+def _gradients(call: Call) -> tuple[list[str], list[torch.Tensor]]:
     """The autograd nodes of the call's floating results and the gradients of their sum, weighted by
     fixed random cotangents, with respect to its inputs."""
-    result, inputs = call.run()
+    done = call.run()
+    result, inputs = done.result, done.after
     assert not isinstance(result, Exception), result
     outputs = [r for r in (result if isinstance(result, (tuple, list)) else (result,))
                if isinstance(r, torch.Tensor) and r.requires_grad]
-    leaves = [t for t in mc.tensors(inputs) if t.requires_grad]
+    leaves = [t for t in tensors(inputs) if t.requires_grad]
     generator = torch.Generator().manual_seed(0)
     cotangents = [torch.randn(o.shape, generator=generator, dtype=o.dtype) for o in outputs]
     grads = torch.autograd.grad(outputs, leaves, cotangents, allow_unused=True)

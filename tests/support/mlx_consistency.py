@@ -23,7 +23,6 @@ import contextlib
 import random
 import warnings
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from functools import cache
 from itertools import islice
 from pathlib import Path
@@ -31,12 +30,11 @@ from typing import Any
 
 import fallback_support
 import torch
-import yaml
-from mlx_samples import clone, compare
+from expected_failures import ExpectedFailure, load
+from outcomes import Call
 from planned import planned
 from torch.testing._internal.common_methods_invocations import op_db
 from torch.testing._internal.opinfo.core import OpInfo
-from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 from torchdevice_generated.mlx_shims import SHIMS
 
@@ -57,24 +55,10 @@ ROUTED: dict[str, str] = {overload: shim.key for overload, shim in SHIMS_OF.item
 EXPECTED_FAILURES = Path(__file__).parents[1] / "fallback" / "mlx_expected_failures.yaml"
 
 
-@dataclass(frozen=True)
-class ExpectedFailure:
-    group: str
-    reason: str
-
-
 @cache
 def expected_failures() -> dict[tuple[str, str], ExpectedFailure]:
-    """(overload, check) -> why it fails, from :data:`EXPECTED_FAILURES` (records of ``ops``,
-    ``checks``, ``group`` and ``reason``)."""
-    out: dict[tuple[str, str], ExpectedFailure] = {}
-    for record in yaml.safe_load(EXPECTED_FAILURES.read_text()) or []:
-        failure = ExpectedFailure(record["group"], record["reason"])
-        for op in record["ops"]:
-            for check in record["checks"]:
-                assert (op, check) not in out, f"{EXPECTED_FAILURES.name}: ({op}, {check}) listed twice"
-                out[op, check] = failure
-    return out
+    """(overload, check) -> why it fails, from :data:`EXPECTED_FAILURES`."""
+    return load(EXPECTED_FAILURES)
 
 
 @cache
@@ -127,32 +111,6 @@ def opinfos(overload: str) -> list[OpInfo]:
     return list(found.values())
 
 
-Outcome = tuple[Any, tuple[Any, ...]]
-"""What a call did: its result (or the exception it raised) and its arguments after the call."""
-
-
-@dataclass
-class Call:
-    """One call: ``fn(*args, **kwargs)``, ``fn`` an OpInfo variant or the overload itself; ``native``:
-    its outcome without the route, once known."""
-
-    fn: Callable[..., Any]
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    native: Outcome | None = None
-
-    def run(self) -> Outcome:
-        """The outcome on fresh copies of the arguments."""
-        args, kwargs = clone(self.args), clone(self.kwargs)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            try:
-                result = self.fn(*args, **kwargs)
-            except Exception as exc:
-                result = exc
-        return result, (*args, *kwargs.values())
-
-
 class Dispatched(TorchDispatchMode):
     """Records the aten overloads called at the top of the dispatcher (below autograd)."""
 
@@ -184,7 +142,7 @@ def _candidates(overload: str, samples: Iterator[Any], variant: Callable[..., An
     for s in samples:
         args, kwargs = (s.input, *s.args), dict(s.kwargs)
         if outputs:
-            result = Call(variant, args, kwargs).run()[0] if variant is not None else None
+            result = Call(variant, args, kwargs).run().result if variant is not None else None
             if not isinstance(result, torch.Tensor):
                 continue
             kwargs["out"] = torch.empty(0, dtype=result.dtype)
@@ -270,26 +228,3 @@ def mlx_route(overload: str, shim: Callable[..., Any] | None = None) -> Iterator
         yield
     finally:
         library._destroy()
-
-
-def assert_same(actual: Outcome, expected: Outcome) -> None:
-    """The routed call did what the native call did: the same exception (type and message), or the
-    same result (type, dtype, shape, values within the dtype's tolerance, ``mlx_samples.compare``)
-    with the same arguments afterwards (in-place and ``out=`` writes) and the same aliasing."""
-    (result, after), (native, native_after) = actual, expected
-    if isinstance(native, Exception) or isinstance(result, Exception):
-        assert (type(result), str(result)) == (type(native), str(native)), (
-            f"routed: {type(result).__name__}: {result}; native: {type(native).__name__}: {native}")
-        return
-    compare(result, native, None)
-    compare(tensors(after), tensors(native_after), None)
-    assert _aliases(result, after) == _aliases(native, native_after), "returns another tensor than torch"
-
-
-def tensors(values: tuple[Any, ...]) -> list[torch.Tensor]:
-    return [v for v in pytree.tree_leaves(values) if isinstance(v, torch.Tensor)]
-
-
-def _aliases(result: Any, inputs: tuple[Any, ...]) -> list[bool]:
-    results = result if isinstance(result, (tuple, list)) else (result,)
-    return [any(r is a for a in inputs) for r in results]
