@@ -40,7 +40,7 @@ from typing import Any
 import torch
 
 from torchdevice.device import limits
-from torchdevice.device.aten import OpSchema, overload
+from torchdevice.device.aten import OpSchema, overload, tensors
 from torchdevice.device.errors import COMPATIBILITY_ERRORS, classify
 from torchdevice.device.limits import Limit
 from torchdevice.device.target import Target
@@ -52,6 +52,7 @@ from torchdevice.reporting.counts import record_fallback
 log = logging.getLogger("torchdevice.fallback")
 
 _REFUSED = object()
+_PYTHON = torch._C.DispatchKey.Python
 
 
 class _DtypeNames(dict[torch.dtype, str]):
@@ -153,6 +154,7 @@ class Engine:
         shim = self.shims.get(name) if key is None else None
         target, backend, cache, macos = self.target, self.target.backend, self.cache, self.macos
         prefer_mlx = self.prefer_mlx and shim is not None
+        decomposes = key is not None  # registered on the autograd key: the overload's decomposition is its kernel
         unsupported = self.unsupported
         clock = time.perf_counter
 
@@ -196,6 +198,9 @@ class Engine:
                     return under_limit(keyset, args, kwargs, limit)
             dtype = call_dtype(args, kwargs)
             if not cache.fails(name, dtype):
+                if decomposes and any(torch._C._dispatch_keys(t).has(_PYTHON) for t in tensors((args, kwargs))):
+                    # a tensor subclass (hosted float64): a Python kernel below would hand it back to this one
+                    return op.decompose(*args, **kwargs)
                 try:
                     return native.call_boxed(keyset, *schema.boxed(args), **kwargs)
                 except COMPATIBILITY_ERRORS as exc:

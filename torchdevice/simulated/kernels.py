@@ -198,9 +198,16 @@ class SimulatedMPS:
         return [op for op in map(overload, names) if op is not None]
 
     def _limited(self, op: torch._ops.OpOverload, key: str) -> Any:
-        """The kernel ``key`` has for ``op``, refusing the calls its limits refuse."""
-        native = torch.library.get_kernel(op, key)
+        """The kernel ``key`` has for ``op`` (its decomposition on the autograd key), refusing the calls its limits
+        refuse."""
         schema = OpSchema.of(op)
+        if key.startswith("Autograd"):
+            def decomposed(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+                self.refuse(op, args, kwargs)
+                return op.decompose(*args, **kwargs)
+
+            return decomposed
+        native = torch.library.get_kernel(op, key)
 
         def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
             self.refuse(op, args, kwargs)
