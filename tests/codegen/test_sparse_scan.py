@@ -26,8 +26,8 @@ def test_scanned_overloads_are_sparse_mps_dispatch_entries_with_a_cpu_sparse_ker
 
 
 def _known(*names: str) -> dict[str, Entry]:
-    return {aten_entry(n): Entry(aten_entry(n), "op_overload", "torch", (), (), (), Kernels("native", "native", "native"))
-            for n in names}
+    native = Kernels("native", "native", "native")
+    return {aten_entry(n): Entry(aten_entry(n), "op_overload", "torch", (), (), (), native) for n in names}
 
 
 GOOD = "torch_version: 2.13.0\ngroup: sparse_mps\nentries:\n- name: mm.default\n- name: add.Tensor\n"

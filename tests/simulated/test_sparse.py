@@ -29,6 +29,13 @@ def _added_in_place() -> torch.Tensor:
     return total
 
 
+def _mm_gradient() -> torch.Tensor:
+    weight = torch.ones(4, 2, device="cuda", requires_grad=True)
+    torch.sparse.mm(coo(), weight).pow(2).sum().backward()
+    assert weight.grad is not None
+    return weight.grad
+
+
 LINES: dict[str, Callable[[], Any]] = {
     "x.to_sparse()": lambda: dense().to_sparse(),
     "x.to_sparse().to_dense()": lambda: dense().to_sparse().to_dense(),
@@ -41,6 +48,7 @@ LINES: dict[str, Callable[[], Any]] = {
     "dense + sparse": lambda: dense() + coo(),
     "torch.sparse.mm(sparse, dense)": lambda: torch.sparse.mm(coo(), dense().t()),
     "torch.sparse.mm(sparse, sparse)": lambda: torch.sparse.mm(coo(), dense().t().to_sparse()),
+    "torch.sparse.mm's gradient": _mm_gradient,
     "sparse @ dense": lambda: coo() @ torch.ones(4, 2, device="cuda"),
     "torch.sparse.sum": lambda: torch.sparse.sum(coo()),
     "torch.sparse.sum(dim=1)": lambda: torch.sparse.sum(coo(), dim=1),

@@ -6,7 +6,9 @@ call reaching ``MPS`` on a Mac runs one of MPS's: the ops MPS has no kernel for 
 ``NotImplementedError``, calls with float64 (or complex128) raise MPS's ``TypeError`` where MPS refuses them, a
 device tensor mixed with a host tensor that is not a scalar raises MPS's placement error; everything else
 computes on host tensors over the device tensors' memory and returns device tensors, so results, in-place writes,
-``out=`` arguments and views are exactly what the same call makes on the CPU. A few kernels are the device's
+``out=`` arguments and views are exactly what the same call makes on the CPU. Sparse COO tensors of the device
+(``SparsePrivateUse1``, a Mac's ``SparseMPS``) run the kernels MPS has a sparse kernel of, as the CPU computes
+them, and raise the dispatcher's error for the others. A few kernels are the device's
 rather than an op's: allocation, copies, resizing and the views that torch's own code makes for any device
 (``as_strided``, ``view``...: the CPU's kernels, which share the device tensor's storage).
 
@@ -262,7 +264,8 @@ def _no_sparse_kernel(keyset: Any, op: torch._ops.OpOverload, *args: Any, **kwar
 def on_host(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``op`` computed on host tensors over the device tensors' memory, as MPS's kernel of it would: arguments it
     writes written in place (``out=`` ones resized as the CPU's kernel resizes them), its new tensors device
-    tensors, the arguments it returns the caller's own."""
+    tensors, the arguments it returns the caller's own. A sparse COO tensor of the device is computed as the host's
+    sparse tensor of its parts' host aliases; one the op writes takes the parts the host one ends with."""
     name = op._opname
     found = tensors((args, kwargs))
     if name not in HOST_ARGUMENTS and any(_is_device(t) for t in found) and any(
@@ -276,9 +279,9 @@ def on_host(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, 
     def to_host(x: Any) -> Any:
         if isinstance(x, torch.Tensor) and _is_device(x):
             if x.layout == torch.sparse_coo:
-                parts = [to_host(x._indices()), to_host(x._values())]
-                alias = _sparse_coo(*parts, x, CPU)
-                sparse.append((x, alias, parts))
+                indices, values = to_host(x._indices()), to_host(x._values())
+                alias = _sparse_coo(indices, values, x, CPU)
+                sparse.append((x, alias, [indices, values]))
             else:
                 alias = _alias(x)
             own[id(alias)] = x
@@ -298,10 +301,11 @@ def on_host(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, 
             if not original.is_sparse:
                 _write_out(original, computed)
                 own[id(computed)] = original
-    written = {id(t) for t in schema.written_tensors(args, kwargs)}
-    for original, computed, _ in sparse:  # a sparse tensor written: the host one's parts become its own
-        if id(original) in written:
-            _COPY_SPARSE.call_boxed(_SPARSE_KEYS, original, computed)
+    if sparse:  # a sparse tensor written takes the host one's parts (new ones, as its kernel may have made)
+        written = {id(t) for t in schema.written_tensors(args, kwargs)}
+        for original, computed, _ in sparse:
+            if id(original) in written:
+                _COPY_SPARSE.call_boxed(_SPARSE_KEYS, original, computed)
     at = HOST_RESULTS.get(name)
     if at is not None:  # a packed sequence's batch sizes stay host tensors, as on every device
         return (*_placed(value[:at], own), value[at], *_placed(value[at + 1:], own))
@@ -355,7 +359,8 @@ def _give_generator(schema: OpSchema, args: list[Any], kwargs: dict[str, Any]) -
 
 
 def _placed(value: Any, own: dict[int, torch.Tensor]) -> Any:
-    """Host results as device tensors; the arguments an op returned (in place, ``out=``) as the caller's."""
+    """Host results as device tensors (sparse COO ones of device parts); the arguments an op returned (in place,
+    ``out=``) as the caller's."""
     def place(x: Any) -> Any:
         if not isinstance(x, torch.Tensor):
             return x
