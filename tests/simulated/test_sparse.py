@@ -29,6 +29,15 @@ def _added_in_place() -> torch.Tensor:
     return total
 
 
+def _written_out_and_copied() -> tuple[torch.Tensor, ...]:
+    out, copied = (torch.sparse_coo_tensor(size=(3, 4), device="cuda") for _ in range(2))
+    torch.add(coo(), dense().to_sparse(), out=out)
+    copied.copy_(coo())
+    scaled = coo().coalesce()
+    scaled.mul_(3)
+    return out, copied, scaled
+
+
 def _mm_gradient() -> torch.Tensor:
     weight = torch.ones(4, 2, device="cuda", requires_grad=True)
     torch.sparse.mm(coo(), weight).pow(2).sum().backward()
@@ -45,6 +54,7 @@ LINES: dict[str, Callable[[], Any]] = {
     "sparse + sparse": lambda: coo() + dense().to_sparse(),
     "sparse * scalar": lambda: coo() * 2.5,
     "sparse.add_(sparse)": _added_in_place,
+    "add(out=sparse), copy_, mul_": _written_out_and_copied,
     "dense + sparse": lambda: dense() + coo(),
     "torch.sparse.mm(sparse, dense)": lambda: torch.sparse.mm(coo(), dense().t()),
     "torch.sparse.mm(sparse, sparse)": lambda: torch.sparse.mm(coo(), dense().t().to_sparse()),

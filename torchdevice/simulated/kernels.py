@@ -26,7 +26,7 @@ import contextlib
 import math
 import warnings
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -278,7 +278,7 @@ def on_host(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, 
 
     def to_host(x: Any) -> Any:
         if isinstance(x, torch.Tensor) and _is_device(x):
-            if x.layout == torch.sparse_coo:
+            if x.is_sparse:
                 indices, values = to_host(x._indices()), to_host(x._values())
                 alias = _sparse_coo(indices, values, x, CPU)
                 sparse.append((x, alias, [indices, values]))
@@ -288,11 +288,8 @@ def on_host(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, 
             return alias
         return CPU if isinstance(x, torch.device) and x.type == simulated_device.NAME else x
 
-    def to_output(x: Any) -> Any:
-        return to_host(x) if isinstance(x, torch.Tensor) and x.is_sparse else _fresh(x)
-
     host_args = list(tree_map(to_host, args))
-    host_kwargs = {k: (tree_map(to_output, v) if k in schema.outputs else tree_map(to_host, v))
+    host_kwargs = {k: (tree_map(_fresh, v, to_host) if k in schema.outputs else tree_map(to_host, v))
                    for k, v in kwargs.items()}
     _give_generator(schema, host_args, host_kwargs)
     value = op(*host_args, **host_kwargs)
@@ -326,11 +323,11 @@ def _alias(t: torch.Tensor) -> torch.Tensor:
     return alias
 
 
-def _fresh(x: Any) -> Any:
+def _fresh(x: Any, to_host: Callable[[Any], Any]) -> Any:
     """An empty host tensor for an ``out=`` argument: the CPU's kernel sizes and writes it, then the result goes into
-    the device tensor (:func:`_write_out`)."""
+    the device tensor (:func:`_write_out`); a sparse one's host tensor (``to_host``), whose parts it takes after."""
     if isinstance(x, torch.Tensor) and _is_device(x):
-        return torch.empty(0, dtype=x.dtype)
+        return to_host(x) if x.is_sparse else torch.empty(0, dtype=x.dtype)
     return x
 
 
