@@ -56,6 +56,9 @@ AUTOCAST = "autocast"
 """The scanned file of CUDA's autocast policy: facts about aten overloads, not entries."""
 MPS_MESSAGES = "mps_messages"
 """The scanned file of MPS's messages (from torch's macOS wheel): the texts limits.yaml's messages are made of."""
+SPARSE_MPS = "sparse_mps"
+"""The scanned file of the overloads MPS has a sparse COO kernel of: facts about aten overloads, not entries."""
+FACTS = (AUTOCAST, SPARSE_MPS)
 
 
 def load(catalog_dir: Path = CATALOG_DIR) -> Catalog:
@@ -81,6 +84,7 @@ def load(catalog_dir: Path = CATALOG_DIR) -> Catalog:
     path = catalog_dir / "overlays" / "standins.yaml"
     standins = load_standins(path) if path.exists() else ()
     autocast = load_autocast(catalog_dir / "scanned" / f"{AUTOCAST}.yaml", version, known)
+    sparse_mps = load_sparse_mps(catalog_dir / "scanned" / f"{SPARSE_MPS}.yaml", version, known)
     path = catalog_dir / "overlays" / "packages.yaml"
     packages = load_packages(path, known) if path.exists() else ()
     path = catalog_dir / "overlays" / "limits.yaml"
@@ -89,14 +93,14 @@ def load(catalog_dir: Path = CATALOG_DIR) -> Catalog:
     entries = [dataclasses.replace(e, status=status.get(e.name, e.status), **attached.get(e.name, {}))
                for e in entries]
     return Catalog(torch_version=version, entries=tuple(entries), device_patterns=patterns, mlx=mlx, rewrite=rules,
-                   standins=standins, autocast=autocast, packages=packages, limits=limits)
+                   standins=standins, autocast=autocast, sparse_mps=sparse_mps, packages=packages, limits=limits)
 
 
 # -- scanned -----------------------------------------------------------------------------------------
 
 
 def _load_scanned(directory: Path) -> tuple[str, list[Entry]]:
-    files = sorted(p for p in directory.glob("*.yaml") if p.stem not in (AUTOCAST, MPS_MESSAGES))
+    files = sorted(p for p in directory.glob("*.yaml") if p.stem not in (*FACTS, MPS_MESSAGES))
     if not files:
         raise CatalogError(directory, None, None, "no scanned catalog files; run `make catalog`")
     version = None
@@ -212,21 +216,45 @@ def _line_of_key(text: str, start: int, key: str) -> int:
     return start
 
 
-def load_autocast(path: Path, version: str, known: dict[str, Entry]) -> tuple[AutocastRule, ...]:
-    """CUDA's autocast policy: one record per aten overload of the scanned catalog, scanned from the same torch
-    (none without the file)."""
+def _facts(path: Path, version: str) -> list[yaml.Node]:
+    """The records of a scanned file of facts about aten overloads, scanned from the same torch (none without the
+    file)."""
     root = schema.compose(path) if path.exists() else None
     if root is None:
-        return ()
+        return []
     fields = {k.value: v for k, v in root.value} if isinstance(root, yaml.MappingNode) else {}
     node = fields.get("entries")
     if not isinstance(node, yaml.SequenceNode) or "torch_version" not in fields:
         raise CatalogError(path, 1, None, "expected a mapping with 'torch_version', 'group' and 'entries'")
     if fields["torch_version"].value != version:
         raise CatalogError(path, 1, None, f"torch_version {fields['torch_version'].value} differs from {version}")
+    return list(node.value)
+
+
+def load_sparse_mps(path: Path, version: str, known: dict[str, Entry]) -> tuple[str, ...]:
+    """The overloads MPS has a sparse COO kernel of, as ``torch.ops.aten`` names them: ``{name: add.Tensor}``, one
+    per aten overload of the scanned catalog."""
+    names: dict[str, int] = {}
+    for item in _facts(path, version):
+        named = {k.value: v.value for k, v in item.value} if isinstance(item, yaml.MappingNode) else {}
+        line = schema.line_of(item)
+        name = named.get("name")
+        if set(named) != {"name"} or not isinstance(name, str):
+            raise CatalogError(path, line, None, "expected a record {name: <aten overload>}")
+        if name in names:
+            raise CatalogError(path, line, name, f"duplicate entry (first at line {names[name]})")
+        if aten_entry(name) not in known:
+            raise CatalogError(path, line, name, f"{name} is not an aten overload of the scanned catalog")
+        names[name] = line
+    return tuple(names)
+
+
+def load_autocast(path: Path, version: str, known: dict[str, Entry]) -> tuple[AutocastRule, ...]:
+    """CUDA's autocast policy: one record per aten overload of the scanned catalog, scanned from the same torch
+    (none without the file)."""
     rules: list[AutocastRule] = []
     lines: dict[str, int] = {}
-    for item in node.value:
+    for item in _facts(path, version):
         named = {k.value: v.value for k, v in item.value} if isinstance(item, yaml.MappingNode) else {}
         rule = schema.build(AutocastRule, item, path, named.get("name"))
         line = schema.line_of(item)

@@ -154,6 +154,9 @@ class Catalog:
     """What the flash-attn, xformers and apex stand-ins cover, in file order."""
     autocast: tuple[AutocastRule, ...] = ()
     """CUDA's autocast policy, by overload name."""
+    sparse_mps: tuple[str, ...] = ()
+    """The overloads MPS has a sparse COO kernel of (``catalog/scanned/sparse_mps.yaml``), as ``torch.ops.aten``
+    names them (``add.Tensor``, ``abs.default``)."""
     packages: tuple[tuple[str, PackageRule], ...] = ()
     """CUDA-only packages by module name, in file order."""
     limits: tuple[LimitRecord, ...] = ()

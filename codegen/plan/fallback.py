@@ -7,6 +7,8 @@
   or arguments fail, so the engine tries MPS and watches.
 - **composed on MPS**: overloads the CPU has a kernel of and MPS computes through a composite kernel
   (``kernels.cpu == "native"``, ``kernels.mps == "composite"``): the simulated Mac composes them as a Mac does.
+- **sparse on MPS**: overloads MPS has a sparse COO kernel of (``catalog/scanned/sparse_mps.yaml``): the
+  simulated Mac runs these on sparse tensors and refuses the others, as a Mac does.
 - **MLX routes**: every overload an MLX shim covers, once the consistency tests measured the shim's
   record passing (``status.mlx == "pass"`` of its primary overload): overload -> shim.
 """
@@ -17,7 +19,7 @@ from dataclasses import dataclass
 
 from codegen.model import Catalog, Entry
 from codegen.plan.mlx import Shim
-from torchdevice.records import aten_op, dispatcher_name, is_aten_entry
+from torchdevice.records import aten_entry, aten_op, dispatcher_name, is_aten_entry
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,7 @@ class FallbackTable:
     missing_on_mps: tuple[str, ...]
     try_on_mps: tuple[str, ...]
     composed_on_mps: tuple[str, ...]
+    sparse_on_mps: tuple[str, ...]
     mlx_routes: tuple[tuple[str, str], ...]
     """``(aten overload, key of its verified MLX shim)``, sorted by overload."""
 
@@ -43,5 +46,6 @@ class FallbackTable:
         composed = {dispatcher_name(e.name) for e in overloads
                     if (e.kernels.cpu, e.kernels.mps) == ("native", "composite")}
         routes = {name: shim.key for shim in shims if shim.primary.status.mlx == "pass" for name in shim.aten}
+        sparse = {dispatcher_name(aten_entry(name)) for name in catalog.sparse_mps}
         return cls(tuple(sorted(missing)), tuple(sorted(failing - missing)), tuple(sorted(composed)),
-                   tuple(sorted(routes.items())))
+                   tuple(sorted(sparse)), tuple(sorted(routes.items())))

@@ -5,8 +5,9 @@ records without writing. :mod:`~codegen.scan.walk` decides what is public,
 :mod:`~codegen.scan.aten` adds the aten overloads and maps entries to aten ops,
 :mod:`~codegen.scan.signatures`, :mod:`~codegen.scan.devices` and :mod:`~codegen.scan.kernels`
 fill in each record, :mod:`~codegen.scan.write` emits the YAML. :mod:`~codegen.scan.autocast` adds CUDA's autocast
-policy (``autocast.yaml``), which is facts about aten overloads rather than entries. MPS's messages
-(``mps_messages.yaml``) come from torch's macOS wheel, not the installed torch: :mod:`~codegen.scan.mps_messages`.
+policy (``autocast.yaml``) and :mod:`~codegen.scan.kernels` the overloads MPS has a sparse kernel of
+(``sparse_mps.yaml``): facts about aten overloads rather than entries. MPS's messages (``mps_messages.yaml``) come
+from torch's macOS wheel, not the installed torch: :mod:`~codegen.scan.mps_messages`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 import torch
 
-from codegen.scan import aten, autocast, walk, write
+from codegen.scan import aten, autocast, kernels, walk, write
 from codegen.scan.records import record
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,6 +28,10 @@ AUTOCAST = "autocast"
 MPS_MESSAGES = "mps_messages"
 """The scanned file of MPS's messages (:mod:`~codegen.scan.mps_messages`), scanned from the macOS wheel, not the
 installed torch: kept as it is."""
+SPARSE_MPS = "sparse_mps"
+"""The scanned file (``sparse_mps.yaml``) listing the overloads MPS has a sparse COO kernel of, not catalog entries."""
+FACTS = (AUTOCAST, SPARSE_MPS)
+"""The scanned files of facts about aten overloads rather than catalog entries."""
 
 
 def torch_version() -> str:
@@ -47,6 +52,6 @@ def entries() -> dict[str, list[dict[str, Any]]]:
 
 def scan(out_dir: Path = SCANNED_DIR) -> dict[str, int]:
     """Write the catalog files into ``out_dir``; return the entry count per group."""
-    groups = {**entries(), AUTOCAST: autocast.records()}
+    groups = {**entries(), AUTOCAST: autocast.records(), SPARSE_MPS: kernels.sparse_mps_records()}
     write.write_files(Path(out_dir), torch_version(), groups, keep=(MPS_MESSAGES,))
     return {group: len(records) for group, records in groups.items()}

@@ -12,6 +12,9 @@ index per dispatch key. Per overload and backend (``cpu``/``cuda``/``mps``):
 A Python-level entry reaching several ops aggregates over their overloads, ``out=`` variants
 excluded: ``missing`` if any is missing for the backend, else the first of ``native``,
 ``composite``, ``implicit`` present; ``none`` when no overload of its ops is in the file.
+
+:func:`sparse_mps_records` lists the overloads MPS has a sparse COO kernel of (dispatch key ``SparseMPS``):
+facts about aten overloads (``sparse_mps.yaml``), not entries.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from functools import cache
 from pathlib import Path
 
 import torchgen
-from torchgen.gen import parse_native_yaml
+from torchgen.gen import ParsedYaml, parse_native_yaml
 from torchgen.model import BackendIndex, DispatchKey, NativeFunction
 
 from torchdevice.records import BACKENDS
@@ -46,7 +49,7 @@ class Overload:
 @cache
 def overloads() -> dict[tuple[str, str], Overload]:
     """Every overload of ``native_functions.yaml`` by ``(op, overload)``."""
-    parsed = parse_native_yaml(str(PACKAGED / "native_functions.yaml"), str(PACKAGED / "tags.yaml"))
+    parsed = _parsed()
     by_name = {f.func.name: f for f in parsed.native_functions}
     out: dict[tuple[str, str], Overload] = {}
     for f in parsed.native_functions:
@@ -54,6 +57,11 @@ def overloads() -> dict[tuple[str, str], Overload]:
         kernels = {b: _status(f, parsed.backend_indices[key], by_name) for b, key in DISPATCH_KEYS.items()}
         out[(op, overload)] = Overload(op, overload, kernels, frozenset(f.tags), f.func.is_out_fn())
     return out
+
+
+@cache
+def _parsed() -> ParsedYaml:
+    return parse_native_yaml(str(PACKAGED / "native_functions.yaml"), str(PACKAGED / "tags.yaml"))
 
 
 def _status(f: NativeFunction, index: BackendIndex, by_name: dict) -> str:
@@ -65,6 +73,15 @@ def _status(f: NativeFunction, index: BackendIndex, by_name: dict) -> str:
     if f.has_composite_implicit_autograd_kernel or f.has_composite_implicit_autograd_nested_tensor_kernel:
         return "implicit"
     return "missing"
+
+
+def sparse_mps_records() -> list[dict[str, str]]:
+    """One record per overload with a ``SparseMPS`` kernel, as ``torch.ops.aten`` names it, sorted by name."""
+    parsed = _parsed()
+    index = parsed.backend_indices[DispatchKey.SparseMPS]
+    found = {f"{f.func.name.name}.{f.func.name.overload_name or 'default'}" for f in parsed.native_functions
+             if index.has_kernel(f)}
+    return [{"name": name} for name in sorted(found)]
 
 
 @cache

@@ -7,7 +7,9 @@ call reaching ``MPS`` on a Mac runs one of MPS's: the ops MPS has no kernel for 
 under one of MPS's limits (:mod:`torchdevice.device.limits`, on the simulated macOS version) raise that limit's
 exception, a device tensor mixed with a host tensor that is not a scalar raises MPS's placement error; everything else
 computes on host tensors over the device tensors' memory and returns device tensors, so results, in-place writes,
-``out=`` arguments and views are exactly what the same call makes on the CPU. A few kernels are the device's
+``out=`` arguments and views are exactly what the same call makes on the CPU. Sparse COO tensors of the device
+(``SparsePrivateUse1``, a Mac's ``SparseMPS``) run the kernels MPS has a sparse kernel of, as the CPU computes
+them, and raise the dispatcher's error for the others. A few kernels are the device's
 rather than an op's: allocation, copies, resizing and the views that torch's own code makes for any device
 (``as_strided``, ``view``...: the CPU's kernels, which share the device tensor's storage).
 
@@ -25,7 +27,7 @@ import contextlib
 import math
 import warnings
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -41,6 +43,13 @@ from torchdevice.simulated.device import CPU, GENERATOR, allocate, device_tensor
 _GENERIC = {limit.name: limit.row for limit in limits.generic()}
 NO_FLOAT64 = "".join(_GENERIC["float64_tensor"].message)
 """What MPS raises for a float64 tensor (the limits table's generic row)."""
+SPARSE_MISSING = (
+    "Could not run '{op}' with arguments from the 'SparseMPS' backend. This could be because the operator doesn't "
+    "exist for this backend, or was omitted during the selective/custom build process (if using custom build). If "
+    "you are a Facebook employee using PyTorch on mobile, please visit https://fburl.com/ptmfixes for possible "
+    "resolutions."
+)
+"""What the dispatcher raises for a sparse tensor's op that MPS has no sparse kernel for."""
 NAME = "simulated-mps"
 """The name of a chosen table's verdicts in the capability cache (Apple silicon's: ``mps-sim``)."""
 EVERY_OP = "*"
@@ -61,6 +70,13 @@ _VIEWS = (_aten.as_strided.default, _aten.view.default, _aten._reshape_alias.def
           _aten.set_.source_Storage_storage_offset, _aten.set_.source_Tensor)
 """Kernels torch writes for any device (new views of a storage, a storage swapped in): the CPU's run on device
 tensors as they are."""
+_SPARSE_PARTS = (_aten._sparse_coo_tensor_with_dims.default, _aten._sparse_coo_tensor_with_dims_and_tensors.default,
+                 _aten._indices.default, _aten._values.default, _aten.indices.default, _aten.values.default,
+                 _aten.sparse_dim.default, _aten.dense_dim.default, _aten._nnz.default, _aten.is_coalesced.default,
+                 _aten._coalesced_.default, _aten.sparse_resize_.default, _aten.sparse_resize_and_clear_.default,
+                 _aten.copy_sparse_to_sparse_.default)
+"""Kernels that make a sparse tensor of its parts, or hand them out, and compute nothing: the CPU's run on the
+device's sparse tensors, whose parts are device tensors."""
 _OVERRIDABLE = {"convolution_overrideable": _aten.convolution.default,
                 "convolution_backward_overrideable": _aten.convolution_backward.default}
 """Ops torch's composite code calls for a device it has no branch for (where a Mac runs MPS's own convolution):
@@ -81,15 +97,17 @@ def uses_float64(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
 class SimulatedMPS:
     """What the simulated device refuses: ``missing`` op names (any overload) or ``missing_overloads`` (aten
     overload names); float64 in ``no_float64`` ops (``EVERY_OP``: all, as MPS); the limits of the ``limited``
-    overloads (dispatcher names) on macOS ``macos`` (default: :func:`torchdevice.device.limits.macos`).
-    ``table_missing``/``try_first`` become the target's kernel table. ``with SimulatedMPS(...) as target:``
-    registers the kernels for a block."""
+    overloads (dispatcher names) on macOS ``macos`` (default: :func:`torchdevice.device.limits.macos`); the ops of
+    sparse COO tensors but the ``sparse`` overloads (those MPS has a sparse kernel of). ``table_missing``/
+    ``try_first`` become the target's kernel table. ``with SimulatedMPS(...) as target:`` registers the kernels for
+    a block."""
 
     def __init__(self, *, missing: Iterable[str] = (), no_float64: Iterable[str] = (),
                  table_missing: Iterable[str] = (), try_first: Iterable[str] = (),
                  missing_overloads: Iterable[str] = (), composed: Iterable[str] = (), limited: Iterable[str] = (),
-                 macos: tuple[int, int] | None = None, name: str = NAME) -> None:
+                 macos: tuple[int, int] | None = None, sparse: Iterable[str] = (), name: str = NAME) -> None:
         self.missing = frozenset(missing)
+        self.sparse = frozenset(sparse)
         self.missing_overloads = frozenset(missing_overloads)
         self.composed = frozenset(composed)
         self.limited = tuple(limited)
@@ -104,11 +122,12 @@ class SimulatedMPS:
     @classmethod
     def apple(cls, name: str = NAME) -> SimulatedMPS:
         """Apple silicon with the torch this package was built for: every overload of the generated kernel table
-        missing, float64 refused by every op, every limit of the limits table."""
-        from torchdevice_generated.fallback_table import COMPOSED_ON_MPS, MISSING_ON_MPS, TRY_ON_MPS
+        missing, float64 refused by every op, every limit of the limits table, sparse kernels where MPS has them."""
+        from torchdevice_generated.fallback_table import COMPOSED_ON_MPS, MISSING_ON_MPS, SPARSE_ON_MPS, TRY_ON_MPS
 
         return cls(missing_overloads=MISSING_ON_MPS, no_float64=EVERY_OP, table_missing=MISSING_ON_MPS,
-                   try_first=TRY_ON_MPS, composed=COMPOSED_ON_MPS, limited=limits.limited(), name=name)
+                   try_first=TRY_ON_MPS, composed=COMPOSED_ON_MPS, limited=limits.limited(), sparse=SPARSE_ON_MPS,
+                   name=name)
 
     def target(self) -> Target:
         """The target the runtime and the fallback engine complete (the device registered: :func:`.device.register`)."""
@@ -143,10 +162,14 @@ class SimulatedMPS:
         library.fallback(self._kernel, "PrivateUse1", with_keyset=True)
         # autocast passes through, as torch's own devices' autocast keys do (CUDA's policy is the runtime's)
         library.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
+        library.fallback(_no_sparse_kernel, "SparsePrivateUse1", with_keyset=True)
         ops = torch.library.Library("aten", "IMPL")
         library._ops = ops  # type: ignore[attr-defined]  # one lifetime for both
         for op in _VIEWS:
-            ops.impl(op, _cpu_kernel(op), "PrivateUse1", with_keyset=True)
+            ops.impl(op, _cpu_kernel(op, "CPU"), "PrivateUse1", with_keyset=True)
+        for op in self._sparse():
+            kernel = _cpu_kernel(op, "SparseCPU") if op in _SPARSE_PARTS else self._sparse_kernel_of(op)
+            ops.impl(op, kernel, "SparsePrivateUse1", with_keyset=True)
         own = {_aten.empty.memory_format: self._empty, _aten.empty_strided.default: self._empty_strided,
                _aten.resize_.default: _resize, _aten.set_.default: _set_empty, _aten.copy_.default: _copy,
                _aten._copy_from.default: _copy_from, _aten._copy_from_and_resize.default: _copy_from_and_resize}
@@ -215,6 +238,18 @@ class SimulatedMPS:
 
         return kernel
 
+    def _sparse(self) -> list[torch._ops.OpOverload]:
+        """The overloads MPS has a sparse kernel of (which a Mac runs rather than a composite one)."""
+        return [op for op in map(overload, sorted(self.sparse)) if op is not None]
+
+    def _sparse_kernel_of(self, op: torch._ops.OpOverload) -> Any:
+        def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+            if self.no_float64 == EVERY_OP and uses_float64(args, kwargs):
+                raise TypeError(NO_FLOAT64)
+            return on_host(op, args, kwargs)
+
+        return kernel
+
     def _kernel_of(self, op: torch._ops.OpOverload) -> Any:
         def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
             return self._kernel(keyset, op, *args, **kwargs)
@@ -258,10 +293,16 @@ class SimulatedMPS:
             raise
 
 
+def _no_sparse_kernel(keyset: Any, op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
+    """An op of sparse tensors that MPS has no sparse kernel of, and no composite kernel serves."""
+    raise NotImplementedError(SPARSE_MISSING.format(op=op._name))
+
+
 def on_host(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``op`` computed on host tensors over the device tensors' memory, as MPS's kernel of it would: arguments it
     writes written in place (``out=`` ones resized as the CPU's kernel resizes them), its new tensors device
-    tensors, the arguments it returns the caller's own."""
+    tensors, the arguments it returns the caller's own. A sparse COO tensor of the device is computed as the host's
+    sparse tensor of its parts' host aliases; one the op writes takes the parts the host one ends with."""
     name = op._opname
     found = tensors((args, kwargs))
     if name not in HOST_ARGUMENTS and any(_is_device(t) for t in found) and any(
@@ -270,23 +311,35 @@ def on_host(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, 
     schema = OpSchema.of(op)
     args = schema.boxed(args)
     own: dict[int, torch.Tensor] = {}
+    sparse: list[tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]] = []  # with their parts' aliases, kept
 
     def to_host(x: Any) -> Any:
         if isinstance(x, torch.Tensor) and _is_device(x):
-            alias = _alias(x)
+            if x.is_sparse:
+                indices, values = to_host(x._indices()), to_host(x._values())
+                alias = _sparse_coo(indices, values, x, CPU)
+                sparse.append((x, alias, [indices, values]))
+            else:
+                alias = _alias(x)
             own[id(alias)] = x
             return alias
         return CPU if isinstance(x, torch.device) and x.type == simulated_device.NAME else x
 
     host_args = list(tree_map(to_host, args))
-    host_kwargs = {k: (tree_map(_fresh, v) if k in schema.outputs else tree_map(to_host, v))
+    host_kwargs = {k: (tree_map(_fresh, v, to_host) if k in schema.outputs else tree_map(to_host, v))
                    for k, v in kwargs.items()}
     _give_generator(schema, host_args, host_kwargs)
     value = op(*host_args, **host_kwargs)
     for key in schema.outputs & kwargs.keys():  # out=: the result written into the caller's tensors
         for original, computed in zip(tensors(kwargs[key]), tensors(host_kwargs[key]), strict=True):
-            _write_out(original, computed)
-            own[id(computed)] = original
+            if not original.is_sparse:
+                _write_out(original, computed)
+                own[id(computed)] = original
+    if sparse:  # a sparse tensor written takes the host one's parts (new ones, as its kernel may have made)
+        written = {id(t) for t in schema.written_tensors(args, kwargs)}
+        for original, computed, _ in sparse:
+            if id(original) in written:
+                _COPY_SPARSE.call_boxed(_SPARSE_KEYS, original, computed)
     at = HOST_RESULTS.get(name)
     if at is not None:  # a packed sequence's batch sizes stay host tensors, as on every device
         return (*_placed(value[:at], own), value[at], *_placed(value[at + 1:], own))
@@ -307,11 +360,11 @@ def _alias(t: torch.Tensor) -> torch.Tensor:
     return alias
 
 
-def _fresh(x: Any) -> Any:
+def _fresh(x: Any, to_host: Callable[[Any], Any]) -> Any:
     """An empty host tensor for an ``out=`` argument: the CPU's kernel sizes and writes it, then the result goes into
-    the device tensor (:func:`_write_out`)."""
+    the device tensor (:func:`_write_out`); a sparse one's host tensor (``to_host``), whose parts it takes after."""
     if isinstance(x, torch.Tensor) and _is_device(x):
-        return torch.empty(0, dtype=x.dtype)
+        return to_host(x) if x.is_sparse else torch.empty(0, dtype=x.dtype)
     return x
 
 
@@ -340,18 +393,33 @@ def _give_generator(schema: OpSchema, args: list[Any], kwargs: dict[str, Any]) -
 
 
 def _placed(value: Any, own: dict[int, torch.Tensor]) -> Any:
-    """Host results as device tensors; the arguments an op returned (in place, ``out=``) as the caller's."""
+    """Host results as device tensors (sparse COO ones of device parts); the arguments an op returned (in place,
+    ``out=``) as the caller's."""
     def place(x: Any) -> Any:
         if not isinstance(x, torch.Tensor):
             return x
         if id(x) in own:
             return own[id(x)]
+        if x.layout == torch.sparse_coo:
+            indices = place(x._indices())
+            return _sparse_coo(indices, place(x._values()), x, _DEVICE(indices))
         if x.layout != torch.strided:
             raise NotImplementedError(f"torchdevice: {x.layout} tensors are not simulated on the simulated Mac "
                                       "(a Mac runs some of their ops); run this program on the cpu target")
         return device_tensor(x.resolve_conj().resolve_neg())
 
     return tree_map(place, value)
+
+
+def _sparse_coo(indices: torch.Tensor, values: torch.Tensor, like: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """The sparse COO tensor on ``device`` made of ``indices`` and ``values`` (on it), with ``like``'s sizes."""
+    return _aten._sparse_coo_tensor_with_dims_and_tensors(
+        like.sparse_dim(), like.dense_dim(), like.shape, indices, values, dtype=like.dtype, layout=torch.sparse_coo,
+        device=device, is_coalesced=like.is_coalesced())
+
+
+_COPY_SPARSE = torch.library.get_kernel(_aten.copy_sparse_to_sparse_.default, "SparseCPU")
+_SPARSE_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.SparsePrivateUse1)
 
 
 class _OnHost(torch.autograd.Function):
@@ -403,8 +471,8 @@ def _group_norm(input: torch.Tensor, num_groups: int, weight: torch.Tensor | Non
                                    eps)[0]
 
 
-def _cpu_kernel(op: torch._ops.OpOverload) -> Any:
-    kernel = torch.library.get_kernel(op, "CPU")
+def _cpu_kernel(op: torch._ops.OpOverload, key: str) -> Any:
+    kernel = torch.library.get_kernel(op, key)
 
     def device_agnostic(keyset: Any, *args: Any, **kwargs: Any) -> Any:
         return kernel.call_boxed(keyset, *args, **kwargs)
