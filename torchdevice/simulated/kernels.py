@@ -179,9 +179,10 @@ class SimulatedMPS:
             ops.impl(op, self._kernel_of(op), "PrivateUse1", with_keyset=True)
         for name, equivalent in _OVERRIDABLE.items():
             ops.impl(getattr(_aten, name).default, _equivalent(equivalent), "PrivateUse1", with_keyset=True)
-        for op in _WHOLE:
-            ops.impl(op, _whole_on_host(op), "AutogradPrivateUse1")
-        ops.impl(_aten.group_norm.default, _group_norm, "AutogradPrivateUse1")
+        above = {op: _whole_on_host(op) for op in _WHOLE}
+        above[_aten.group_norm.default] = _group_norm
+        for op, kernel in above.items():
+            ops.impl(op, kernel, "AutogradPrivateUse1")
         for name in self.missing_overloads:  # refused also where torch has a kernel for every device
             op = overload(name)
             if op is not None and torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeExplicitAutograd"):
@@ -193,7 +194,7 @@ class SimulatedMPS:
                 if op is not None:
                     key = "AutogradPrivateUse1" if torch._C._dispatch_has_kernel_for_dispatch_key(
                         name, "CompositeImplicitAutograd") else "PrivateUse1"  # limits met in its decomposition
-                    ops.impl(op, self._limited(op, key), key, with_keyset=True)
+                    ops.impl(op, self._limited(op, key, above.get(op)), key, with_keyset=True)
         # Backward passes run in the thread that asks for them: the autograd engine sizes its device threads once,
         # at the process's first backward pass, which may have run before the device was registered.
         multithreaded = torch._C._is_multithreading_enabled()
@@ -220,14 +221,16 @@ class SimulatedMPS:
                  and torch._C._dispatch_has_kernel_for_dispatch_key(name, "CPU")]
         return [op for op in map(overload, names) if op is not None]
 
-    def _limited(self, op: torch._ops.OpOverload, key: str) -> Any:
-        """The kernel ``key`` has for ``op`` (its decomposition on the autograd key), refusing the calls its limits
-        refuse."""
+    def _limited(self, op: torch._ops.OpOverload, key: str, own: Any = None) -> Any:
+        """The kernel ``key`` has for ``op`` (on the autograd key: the device's ``own`` kernel there, else the
+        overload's decomposition), refusing the calls its limits refuse."""
         schema = OpSchema.of(op)
         if key.startswith("Autograd"):
+            computed = own or op.decompose
+
             def decomposed(keyset: Any, *args: Any, **kwargs: Any) -> Any:
                 self.refuse(op, args, kwargs)
-                return op.decompose(*args, **kwargs)
+                return computed(*args, **kwargs)
 
             return decomposed
         native = torch.library.get_kernel(op, key)
