@@ -136,7 +136,8 @@ class SimulatedMPS:
         return Target(self.name, device, "PrivateUse1", "MPS", *self.table, hosting, shown=SHOWN,
                       aliases=("mps",))
 
-    def refusal(self, op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Exception | None:
+    def refusal(self, op: torch._ops.OpOverload, args: tuple[Any, ...],
+                kwargs: dict[str, Any]) -> BaseException | None:
         """What MPS raises for this call, if it refuses it."""
         name = op._schema.name.removeprefix("aten::")
         if name in self.missing or name in self.no_float64:
@@ -184,17 +185,18 @@ class SimulatedMPS:
         for op, kernel in above.items():
             ops.impl(op, kernel, "AutogradPrivateUse1")
         for name in self.missing_overloads:  # refused also where torch has a kernel for every device
-            op = overload(name)
-            if op is not None and torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeExplicitAutograd"):
-                ops.impl(op, self._kernel_of(op), "PrivateUse1", with_keyset=True)
+            missing = overload(name)
+            if missing is not None and torch._C._dispatch_has_kernel_for_dispatch_key(
+                    name, "CompositeExplicitAutograd"):
+                ops.impl(missing, self._kernel_of(missing), "PrivateUse1", with_keyset=True)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", "Warning only once for all operators")  # over torch's own kernels
             for name in self.limited:  # over the kernels above: MPS checks a call before computing it
-                op = overload(name)
-                if op is not None:
+                limited = overload(name)
+                if limited is not None:
                     key = "AutogradPrivateUse1" if torch._C._dispatch_has_kernel_for_dispatch_key(
                         name, "CompositeImplicitAutograd") else "PrivateUse1"  # limits met in its decomposition
-                    ops.impl(op, self._limited(op, key, above.get(op)), key, with_keyset=True)
+                    ops.impl(limited, self._limited(limited, key, above.get(limited)), key, with_keyset=True)
         # Backward passes run in the thread that asks for them: the autograd engine sizes its device threads once,
         # at the process's first backward pass, which may have run before the device was registered.
         multithreaded = torch._C._is_multithreading_enabled()
