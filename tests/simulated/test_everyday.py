@@ -5,6 +5,7 @@ parameter objects a model keeps through ``.cuda()``, tensors that are real tenso
 from __future__ import annotations
 
 import copy
+import gc
 import io
 from collections.abc import Callable
 from typing import Any
@@ -238,3 +239,23 @@ def test_lines_under_mps_limits_give_cudas_values_and_report_the_limit(line):
         after = torchdevice.report()["fallbacks"]
     torch.testing.assert_close(mac, native, rtol=1e-3, atol=1e-4)
     assert after != before, "no call was routed"
+
+
+def test_a_trained_model_moves_back_to_the_host(mac):
+    """``Module.to`` swaps a parameter between devices only when nothing else holds it: the simulated kernels leave
+    no reference behind (none waiting for the cyclic collector, which is off here)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.GroupNorm(2, 4), torch.nn.SiLU(),
+                                torch.nn.Linear(4, 2)).cuda()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(2):
+            model(torch.randn(3, 4, device="cuda")).pow(2).mean().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        model.to("cpu")
+    finally:
+        gc.enable()
+    assert all(p.device.type == "cpu" for p in model.parameters())

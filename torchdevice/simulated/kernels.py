@@ -105,7 +105,8 @@ class SimulatedMPS:
     def __init__(self, *, missing: Iterable[str] = (), no_float64: Iterable[str] = (),
                  table_missing: Iterable[str] = (), try_first: Iterable[str] = (),
                  missing_overloads: Iterable[str] = (), composed: Iterable[str] = (), limited: Iterable[str] = (),
-                 macos: tuple[int, int] | None = None, sparse: Iterable[str] = (), name: str = NAME) -> None:
+                 macos: tuple[int, int] | None = None, sparse: Iterable[str] = (), name: str = NAME,
+                 keep_raised: bool = True) -> None:
         self.missing = frozenset(missing)
         self.sparse = frozenset(sparse)
         self.missing_overloads = frozenset(missing_overloads)
@@ -117,6 +118,8 @@ class SimulatedMPS:
         self.name = name
         self.attempts: Counter[str] = Counter()
         self.raised: list[BaseException] = []
+        """What the kernels raised (tests'; a kept exception keeps its traceback's tensors alive)."""
+        self.keep_raised = keep_raised
         self._stack = contextlib.ExitStack()
 
     @classmethod
@@ -127,7 +130,7 @@ class SimulatedMPS:
 
         return cls(missing_overloads=MISSING_ON_MPS, no_float64=EVERY_OP, table_missing=MISSING_ON_MPS,
                    try_first=TRY_ON_MPS, composed=COMPOSED_ON_MPS, limited=limits.limited(), sparse=SPARSE_ON_MPS,
-                   name=name)
+                   name=name, keep_raised=False)
 
     def target(self) -> Target:
         """The target the runtime and the fallback engine complete (the device registered: :func:`.device.register`)."""
@@ -153,7 +156,8 @@ class SimulatedMPS:
         for limit in limits.limits_of(op):
             if limit.raises is not None and limit.applies(args, kwargs, self.macos):
                 refused = limit.exception(args, kwargs)
-                self.raised.append(refused)
+                if self.keep_raised:
+                    self.raised.append(refused)
                 raise refused
 
     def register(self) -> torch.library.Library:
@@ -176,7 +180,7 @@ class SimulatedMPS:
                _aten._copy_from.default: _copy_from, _aten._copy_from_and_resize.default: _copy_from_and_resize}
         for op, kernel in own.items():
             ops.impl(op, kernel, "PrivateUse1", with_keyset=True)
-        for op in self._structured():
+        for op in self._with_kernels():
             ops.impl(op, self._kernel_of(op), "PrivateUse1", with_keyset=True)
         for name, equivalent in _OVERRIDABLE.items():
             ops.impl(getattr(_aten, name).default, _equivalent(equivalent), "PrivateUse1", with_keyset=True)
@@ -213,12 +217,14 @@ class SimulatedMPS:
         library._destroy = destroy_all  # type: ignore[method-assign]
         return library
 
-    def _structured(self) -> list[torch._ops.OpOverload]:
-        """The functional and in-place overloads that MPS, like the CPU, computes with its own kernel of a
-        structured op, where torch's composite code would call the ``out=`` overload on a device it has no kernel
-        for (and pay an extra output): those the table does not refuse or have MPS compose."""
-        found = torch._C._dispatch_get_registrations_for_dispatch_key("CompositeExplicitAutogradNonFunctional")
-        names = [name for name in found if name.startswith("aten::") and name not in self.missing_overloads
+    def _with_kernels(self) -> list[torch._ops.OpOverload]:
+        """The overloads that MPS, like the CPU, computes with a kernel of its own where torch also has a composite
+        one for other devices (structured ops' functional and in-place overloads, which would call the ``out=``
+        overload and pay an extra output; ``addr``, ``native_layer_norm``, whose composite code checks less): those
+        the table does not refuse or have MPS compose."""
+        found = {*torch._C._dispatch_get_registrations_for_dispatch_key("CompositeExplicitAutogradNonFunctional"),
+                 *torch._C._dispatch_get_registrations_for_dispatch_key("CompositeExplicitAutograd")}
+        names = [name for name in sorted(found) if name.startswith("aten::") and name not in self.missing_overloads
                  and name not in self.composed and name.partition(".")[0].removeprefix("aten::") not in self.missing
                  and torch._C._dispatch_has_kernel_for_dispatch_key(name, "CPU")]
         return [op for op in map(overload, names) if op is not None]
@@ -294,7 +300,8 @@ class SimulatedMPS:
         try:
             return on_host(op, args, kwargs)
         except Exception as exc:  # a user error of the CPU kernel: what the caller must get
-            self.raised.append(exc)
+            if self.keep_raised:
+                self.raised.append(exc)
             raise
 
 
@@ -318,14 +325,18 @@ def on_host(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, 
     own: dict[int, torch.Tensor] = {}
     sparse: list[tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]] = []  # with their parts' aliases, kept
 
-    def to_host(x: Any) -> Any:
+    def dense(x: torch.Tensor) -> torch.Tensor:
+        alias = _alias(x)
+        own[id(alias)] = x
+        return alias
+
+    def to_host(x: Any) -> Any:  # not recursive (see _place)
         if isinstance(x, torch.Tensor) and _is_device(x):
-            if x.is_sparse:
-                indices, values = to_host(x._indices()), to_host(x._values())
-                alias = _sparse_coo(indices, values, x, CPU)
-                sparse.append((x, alias, [indices, values]))
-            else:
-                alias = _alias(x)
+            if not x.is_sparse:
+                return dense(x)
+            indices, values = dense(x._indices()), dense(x._values())
+            alias = _sparse_coo(indices, values, x, CPU)
+            sparse.append((x, alias, [indices, values]))
             own[id(alias)] = x
             return alias
         return CPU if isinstance(x, torch.device) and x.type == simulated_device.NAME else x
@@ -334,11 +345,23 @@ def on_host(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, 
     host_kwargs = {k: (tree_map(_fresh, v, to_host) if k in schema.outputs else tree_map(to_host, v))
                    for k, v in kwargs.items()}
     _give_generator(schema, host_args, host_kwargs)
-    value = op(*host_args, **host_kwargs)
+    try:
+        value = op(*host_args, **host_kwargs)
+    except RuntimeError as exc:  # an in-place kernel resizing its tensor, whose host view cannot grow
+        if "not resizable" not in str(exc):
+            raise
+        grown = [i for i in schema.written if isinstance(i, int) and i < len(args) and isinstance(args[i], torch.Tensor)
+                 and _is_device(args[i])]
+        for i in grown:
+            host_args[i] = _alias(args[i]).clone()
+        value = op(*host_args, **host_kwargs)
+        for i in grown:
+            _copy_resized(args[i], host_args[i])
+            own[id(host_args[i])] = args[i]
     for key in schema.outputs & kwargs.keys():  # out=: the result written into the caller's tensors
         for original, computed in zip(tensors(kwargs[key]), tensors(host_kwargs[key]), strict=True):
             if not original.is_sparse:
-                _write_out(original, computed)
+                _write_out(original, computed, any(_same(original, t) for t in tensors(args)))
                 own[id(computed)] = original
     if sparse:  # a sparse tensor written takes the host one's parts (new ones, as its kernel may have made)
         written = {id(t) for t in schema.written_tensors(args, kwargs)}
@@ -373,11 +396,26 @@ def _fresh(x: Any, to_host: Callable[[Any], Any]) -> Any:
     return x
 
 
-def _write_out(original: torch.Tensor, computed: torch.Tensor) -> None:
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors are the same view of the same memory (``is_set_to``, without dispatching)."""
+    return (a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride()
+            and a.dtype == b.dtype)
+
+
+def _write_out(original: torch.Tensor, computed: torch.Tensor, read: bool = False) -> None:
     """``computed`` into the caller's ``out=`` tensor, resized as a kernel resizes its output (with torch's warning
-    when it had elements)."""
+    when it had elements); one the op also ``read`` (an in-place op through its ``out=`` overload) keeps its shape,
+    as a kernel refuses to resize a tensor it reads."""
+    if read and original.shape != computed.shape:
+        raise RuntimeError(f"output with shape {list(original.shape)} doesn't match the broadcast shape "
+                           f"{list(computed.shape)}")
     if original.shape != computed.shape and original.numel():
         warnings.warn(_RESIZED.format(list(original.shape), list(computed.shape)), UserWarning, stacklevel=2)
+    _copy_resized(original, computed)
+
+
+def _copy_resized(original: torch.Tensor, computed: torch.Tensor) -> None:
+    """``computed`` into device tensor ``original``, resized to its shape and strides first."""
     if original.shape != computed.shape or original.stride() != computed.stride():
         original.resize_(computed.shape)
         if original.stride() != computed.stride():
@@ -400,20 +438,23 @@ def _give_generator(schema: OpSchema, args: list[Any], kwargs: dict[str, Any]) -
 def _placed(value: Any, own: dict[int, torch.Tensor]) -> Any:
     """Host results as device tensors (sparse COO ones of device parts); the arguments an op returned (in place,
     ``out=``) as the caller's."""
-    def place(x: Any) -> Any:
-        if not isinstance(x, torch.Tensor):
-            return x
-        if id(x) in own:
-            return own[id(x)]
-        if x.layout == torch.sparse_coo:
-            indices = place(x._indices())
-            return _sparse_coo(indices, place(x._values()), x, _DEVICE(indices))
-        if x.layout != torch.strided:
-            raise NotImplementedError(f"torchdevice: {x.layout} tensors are not simulated on the simulated Mac "
-                                      "(a Mac runs some of their ops); run this program on the cpu target")
-        return device_tensor(x.resolve_conj().resolve_neg())
+    return tree_map(_place, value, own)
 
-    return tree_map(place, value)
+
+def _place(x: Any, own: dict[int, torch.Tensor]) -> Any:
+    """One result of :func:`_placed` (a module function: a closure that refers to itself would keep ``own``'s
+    tensors alive until the cyclic collector runs, and ``Module.to`` counts the references to a parameter)."""
+    if not isinstance(x, torch.Tensor):
+        return x
+    if id(x) in own:
+        return own[id(x)]
+    if x.layout == torch.sparse_coo:
+        indices = _place(x._indices(), own)
+        return _sparse_coo(indices, _place(x._values(), own), x, _DEVICE(indices))
+    if x.layout != torch.strided:
+        raise NotImplementedError(f"torchdevice: {x.layout} tensors are not simulated on the simulated Mac "
+                                  "(a Mac runs some of their ops); run this program on the cpu target")
+    return device_tensor(x.resolve_conj().resolve_neg())
 
 
 def _sparse_coo(indices: torch.Tensor, values: torch.Tensor, like: torch.Tensor, device: torch.device) -> torch.Tensor:
