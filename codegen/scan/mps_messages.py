@@ -8,8 +8,8 @@ loader checks that every literal piece is one of these strings or part of one.
 Which strings are kept: the linker lays a compilation unit's literals out together, and each unit of ATen names
 its own source file (``__FILE__`` of its checks), so the strings from a path under ``.../mps/`` to the next
 path of another source are MPS's (``aten/src/ATen/mps``, ``native/mps``, ``native/sparse/mps``, the generated
-``RegisterMPS``); of those, the ones that read as messages. Outside them, strings naming MPS or macOS, and the
-dispatcher's own "Could not run ..." pieces.
+``RegisterMPS``); of those, the ones that read as messages. Outside them, strings naming MPS or macOS, the
+dispatcher's own "Could not run ..." pieces and composite kernels' refusals of other devices.
 
 ``python -m codegen.scan.mps_messages [WHEEL]`` scans the wheel (default: the one ``make mps-messages``
 downloads into ``.cache/wheels``) and writes the file; the build reads only the committed file.
@@ -36,6 +36,8 @@ _SOURCE = re.compile(r"^/\S+/(aten|c10|torch)/\S+\.(mm|cpp|h|cu)$")
 _MPS_SOURCE = re.compile(r"/mps/|MPS[^/]*\.(mm|cpp|h)$")
 _NAMES_MPS = re.compile(r"\bMPS\b|\bmacOS\b|\bMacOS\b|\bMetal\b")
 _DISPATCHER = ("Could not run '", "' with arguments", " from the '", "' backend. This could be because")
+_DEVICE_REFUSALS = re.compile(r"only supports CPU, .*(device type|devices), got: $")
+"""Composite kernels' refusals of devices they have no branch for (``mode``'s ``out=``), which MPS meets too."""
 _NOT_A_MESSAGE = re.compile(r"INTERNAL ASSERT FAILED|to be true, but got false|^\w+\(.*\) -> |^aten::")
 
 _MH_MAGIC_64 = 0xFEEDFACF
@@ -80,7 +82,7 @@ def messages(strings: list[str]) -> list[str]:
         if not s.strip() or _NOT_A_MESSAGE.search(s):
             continue
         readable = " " in s.strip() or _NAMES_MPS.search(s)
-        if (in_mps and readable) or _NAMES_MPS.search(s) or s.startswith(_DISPATCHER):
+        if (in_mps and readable) or _NAMES_MPS.search(s) or s.startswith(_DISPATCHER) or _DEVICE_REFUSALS.search(s):
             found.add(s)
     return sorted(found)
 

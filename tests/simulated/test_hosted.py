@@ -284,3 +284,25 @@ def test_complex128_keeps_conjugate_and_negative_views():
 
     native, mac = on_both(work)
     torch.testing.assert_close(mac, native, rtol=1e-10, atol=1e-12)
+
+
+def test_float64_tensors_changed_in_place_take_their_new_shape(mac):
+    """In-place ops that change a tensor's geometry (``unsqueeze_``, ``t_``, ``resize_``, an ``out=`` tensor the
+    kernel sizes) give hosted tensors the shape and values the CPU gives."""
+    torch.manual_seed(0)
+    a, b, v = torch.randn(5, 5, dtype=torch.float64), torch.randn(5, dtype=torch.float64), torch.randn(7).double()
+
+    def changed(device: str) -> list[torch.Tensor]:
+        x = a.to(device)
+        x.unsqueeze_(0)
+        y = a.to(device).t_()
+        z = v.to(device)
+        z.resize_(3)
+        sorted_, solved = (torch.empty(0, dtype=torch.float64, device=device) for _ in range(2))
+        torch.msort(v.to(device), out=sorted_)
+        torch.linalg.solve(a.to(device), b.to(device), out=solved)
+        return [x, y, z, sorted_, solved]
+
+    for got, expected in zip(changed("cuda"), changed("cpu"), strict=True):
+        assert got.shape == expected.shape and got.stride() == expected.stride()
+        torch.testing.assert_close(got.cpu(), expected)

@@ -104,6 +104,17 @@ class HostedTensor(HostBacked):
 
     device = property(lambda self: self.shown, doc="The device, ``mps:0``.")  # type: ignore[assignment]
 
+    def follow_host(self) -> None:
+        """Take the host data's geometry, where an op changed it in place (``resize_``, ``unsqueeze_``, an ``out=``
+        tensor the kernel sized): a wrapper keeps the sizes it was made with."""
+        host = self.host
+        with torch._C.DisableTorchFunctionSubclass():
+            if (self.shape, self.stride(), self.storage_offset()) != (host.shape, host.stride(),
+                                                                       host.storage_offset()):
+                remade = HostedTensor(host, self.hosting)
+                with torch._C._DisableTorchDispatch():
+                    self.data = remade
+
     def values_on_host(self) -> torch.Tensor:
         return self.host
 
@@ -261,7 +272,12 @@ class Hosting:
             written = {id(t) for t in OpSchema.of(func).written_tensors(args, kwargs)}
             for original, copy in moved:
                 if id(original) in written:
+                    if original.shape != copy.shape:  # an out= tensor the kernel sized
+                        original.resize_(copy.shape)
                     original.copy_(copy)
+        for x in tensors((args, kwargs)):
+            if isinstance(x, HostedTensor):
+                x.follow_host()
         returned = {id(copy): original for original, copy in moved}
         returned.update((id(x.host), x) for x in tensors((args, kwargs)) if isinstance(x, HostedTensor))
         leaves_host = func is _aten._to_copy.default and kwargs.get("device") == CPU
