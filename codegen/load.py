@@ -219,13 +219,16 @@ def _line_of_key(text: str, start: int, key: str) -> int:
 def _facts(path: Path, version: str) -> list[yaml.Node]:
     """The records of a scanned file of facts about aten overloads, scanned from the same torch (none without the
     file)."""
-    root = schema.compose(path) if path.exists() else None
-    if root is None:
-        return []
+    return _scanned_list(path, version, "entries", "'torch_version', 'group' and 'entries'") if path.exists() else []
+
+
+def _scanned_list(path: Path, version: str, field: str, expected: str) -> list[yaml.Node]:
+    """The list ``field`` of a scanned file of this torch ``version`` (``expected``: its fields, for the error)."""
+    root = schema.compose(path)
     fields = {k.value: v for k, v in root.value} if isinstance(root, yaml.MappingNode) else {}
-    node = fields.get("entries")
+    node = fields.get(field)
     if not isinstance(node, yaml.SequenceNode) or "torch_version" not in fields:
-        raise CatalogError(path, 1, None, "expected a mapping with 'torch_version', 'group' and 'entries'")
+        raise CatalogError(path, 1, None, f"expected a mapping with {expected}")
     if fields["torch_version"].value != version:
         raise CatalogError(path, 1, None, f"torch_version {fields['torch_version'].value} differs from {version}")
     return list(node.value)
@@ -380,16 +383,10 @@ def load_packages(path: Path, known: dict[str, Entry]) -> tuple[tuple[str, Packa
 
 def load_messages(path: Path, version: str) -> tuple[str, ...]:
     """The strings scanned from torch's macOS wheel (``catalog/scanned/mps_messages.yaml``)."""
-    root = schema.compose(path) if path.exists() else None
-    if root is None:
+    if not path.exists():
         raise CatalogError(path, None, None, "no scanned MPS messages; `make mps-messages` scans torch's macOS wheel")
-    fields = {k.value: v for k, v in root.value} if isinstance(root, yaml.MappingNode) else {}
-    strings = fields.get("strings")
-    if not isinstance(strings, yaml.SequenceNode) or "torch_version" not in fields:
-        raise CatalogError(path, 1, None, "expected a mapping with 'torch_version', 'wheel' and 'strings'")
-    if fields["torch_version"].value != version:
-        raise CatalogError(path, 1, None, f"torch_version {fields['torch_version'].value} differs from {version}")
-    return tuple(str(node.value) for node in strings.value)
+    return tuple(str(node.value) for node in _scanned_list(path, version, "strings",
+                                                            "'torch_version', 'wheel' and 'strings'"))
 
 
 def load_limits(path: Path, known: dict[str, Entry], messages: Path, version: str) -> tuple[LimitRecord, ...]:
