@@ -8,6 +8,7 @@ records compute what torch computes.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import importlib
 import inspect
 import typing
@@ -15,9 +16,8 @@ from typing import Any
 
 import pytest
 import torch
-from planned import planned
+from planned import catalog, planned
 
-from codegen.load import CATALOG_DIR, load
 from codegen.overlays.mlx import Family, MlxCall, Transform
 from codegen.schema import CatalogError
 from torchdevice.fallback import mlx_bridge
@@ -101,11 +101,13 @@ def test_vocabularies_have_implementations():
     ("abs: {mlx: mlx.core.abs, args: {self: 0}, promote: [self]}\n", "promote names two parameters"),
 ])
 def test_bad_records_name_the_record(tmp_path, text, says):
-    import shutil
+    """The MLX overlay read against the real catalog and planned (what ``make generate`` does with it)."""
+    from codegen.load import load_mlx
+    from codegen.plan import PlanError
+    from codegen.plan import mlx as mlx_plan
 
-    from codegen.plan import PlanError, plan
-
-    shutil.copytree(CATALOG_DIR, tmp_path / "catalog")
-    (tmp_path / "catalog" / "overlays" / "mlx.yaml").write_text(text)
+    real = catalog()
+    path = tmp_path / "mlx.yaml"
+    path.write_text(text)
     with pytest.raises((CatalogError, PlanError), match=says):
-        plan(load(tmp_path / "catalog"))
+        mlx_plan.shims(dataclasses.replace(real, mlx=load_mlx(path, {e.name: e for e in real.entries})))
