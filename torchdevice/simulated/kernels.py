@@ -57,11 +57,6 @@ EVERY_OP = "*"
 SHOWN = torch.device("mps", 0)
 """What the device's tensors say they are on."""
 
-_RESIZED = ("An output with one or more elements was resized since it had shape {}, which does not match the required "
-            "output shape {}. This behavior is deprecated, and in a future PyTorch release outputs will not be "
-            "resized unless they have zero elements. You can explicitly reuse an out tensor t by resizing it, "
-            "inplace, to zero elements with t.resize_(0).")
-"""What a kernel warns resizing an ``out=`` tensor that had elements (``at::native::resize_output``)."""
 _aten = torch.ops.aten
 _DEVICE = vars(torch._C.TensorBase)["device"].__get__
 """A tensor's device in C++ (what the program sees is :mod:`.presentation`'s)."""
@@ -389,10 +384,12 @@ def _alias(t: torch.Tensor) -> torch.Tensor:
 
 
 def _fresh(x: Any, to_host: Callable[[Any], Any]) -> Any:
-    """An empty host tensor for an ``out=`` argument: the CPU's kernel sizes and writes it, then the result goes into
-    the device tensor (:func:`_write_out`); a sparse one's host tensor (``to_host``), whose parts it takes after."""
+    """A host tensor of an ``out=`` argument's geometry: the CPU's kernel reads it (some size their result from it),
+    resizes it as it resizes outputs (with torch's warning where it had elements) and writes it, then the result goes
+    into the device tensor (:func:`_write_out`); a sparse one's host tensor (``to_host``), whose parts it takes
+    after."""
     if isinstance(x, torch.Tensor) and _is_device(x):
-        return to_host(x) if x.is_sparse else torch.empty(0, dtype=x.dtype)
+        return to_host(x) if x.is_sparse else torch.empty_strided(x.shape, x.stride(), dtype=x.dtype)
     return x
 
 
@@ -403,14 +400,12 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def _write_out(original: torch.Tensor, computed: torch.Tensor, read: bool = False) -> None:
-    """``computed`` into the caller's ``out=`` tensor, resized as a kernel resizes its output (with torch's warning
-    when it had elements); one the op also ``read`` (an in-place op through its ``out=`` overload) keeps its shape,
-    as a kernel refuses to resize a tensor it reads."""
+    """``computed`` into the caller's ``out=`` tensor, resized as the kernel resized its host copy; one the op also
+    ``read`` (an in-place op through its ``out=`` overload) keeps its shape, as a kernel refuses to resize a tensor
+    it reads."""
     if read and original.shape != computed.shape:
         raise RuntimeError(f"output with shape {list(original.shape)} doesn't match the broadcast shape "
                            f"{list(computed.shape)}")
-    if original.shape != computed.shape and original.numel():
-        warnings.warn(_RESIZED.format(list(original.shape), list(computed.shape)), UserWarning, stacklevel=2)
     _copy_resized(original, computed)
 
 
