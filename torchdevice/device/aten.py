@@ -1,6 +1,6 @@
 """Aten calls as the dispatcher hands them to kernels: walking their arguments and results, finding an overload
-by name, and what an overload's schema says (:class:`OpSchema`: which arguments it writes, which results alias
-them, where Python numbers stand for tensors).
+by name, what an overload's schema says (:class:`OpSchema`: which arguments it writes, which results alias
+them, where Python numbers stand for tensors), and a tensor's device as torch's C++ knows it (:func:`cpp_device`).
 
 The walkers handle nested lists and tuples (named ones included) of tensors and scalars, and keyword
 dictionaries; ``torch.utils._pytree`` handles any structure, at ten times the cost per call, and the fallback
@@ -18,6 +18,10 @@ from typing import Any
 import torch
 
 _NUMBERS = (bool, int, float, complex)
+
+cpp_device: Callable[[torch.Tensor], torch.device] = vars(torch._C.TensorBase)["device"].__get__
+"""A tensor's device as torch's C++ knows it, whatever ``Tensor.device`` shows the program (the simulated Mac's
+device tensors say ``mps:0``)."""
 
 
 def tree_map(fn: Callable[..., Any], value: Any, *extra: Any) -> Any:

@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from torchdevice.device.aten import OpSchema, tensors, tree_map
+from torchdevice.device.aten import OpSchema, cpp_device, tensors, tree_map
 from torchdevice.device.errors import classify
 from torchdevice.device.placement import HOST_ARGUMENTS, placement_error
 from torchdevice.device.to_arguments import parse_to
@@ -46,8 +46,6 @@ WIDE = frozenset({torch.float64, torch.complex128})
 CPU = torch.device("cpu")
 _COUNTED = "_torchdevice_hosted"
 """The storage attribute that says a hosted storage is counted."""
-_DEVICE = vars(torch._C.TensorBase)["device"].__get__
-"""A tensor's device in C++ (the simulated Mac's device tensors say ``mps:0`` to the program)."""
 _aten = torch.ops.aten
 class HostBacked(torch.Tensor):
     """A tensor of the MPS device whose values are host memory, answering as an MPS tensor does: the simulated
@@ -229,7 +227,7 @@ class Hosting:
 
     def holds(self, x: torch.Tensor) -> bool:
         """Whether ``x`` is a tensor of the device (a hosted one, or one of the device in C++)."""
-        return isinstance(x, HostedTensor) or _DEVICE(x).type == self.physical.type
+        return isinstance(x, HostedTensor) or cpp_device(x).type == self.physical.type
 
     def refused(self, error: BaseException) -> bool:
         """Whether ``error`` is this device refusing a dtype."""
@@ -275,11 +273,11 @@ class Hosting:
                     if original.shape != copy.shape:  # an out= tensor the kernel sized
                         original.resize_(copy.shape)
                     original.copy_(copy)
-        for x in tensors((args, kwargs)):
-            if isinstance(x, HostedTensor):
-                x.follow_host()
+        hosted = [x for x in tensors((args, kwargs)) if isinstance(x, HostedTensor)]
+        for x in hosted:
+            x.follow_host()
         returned = {id(copy): original for original, copy in moved}
-        returned.update((id(x.host), x) for x in tensors((args, kwargs)) if isinstance(x, HostedTensor))
+        returned.update((id(x.host), x) for x in hosted)
         leaves_host = func is _aten._to_copy.default and kwargs.get("device") == CPU
 
         def placed(x: Any) -> Any:

@@ -12,7 +12,7 @@ says, for this torch and this macOS:
   raise MPS's missing-kernel error (the dispatcher raises it before any kernel looks at the arguments).
 
 Each gives an :class:`Outcome`: ``confirmed``, ``contradicted`` (with what happened instead) or ``not probed``
-(why). Nothing here knows the device: a Mac, the simulated Mac and the tests' stand-ins are probed alike.
+(why). Nothing here knows the device: a Mac and the simulated Mac are probed alike.
 """
 
 from __future__ import annotations

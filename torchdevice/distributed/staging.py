@@ -17,9 +17,9 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 
+from torchdevice.device.aten import cpp_device
+
 NAMESPACE = "c10d"
-_DEVICE = vars(torch._C.TensorBase)["device"].__get__
-"""A tensor's device in C++ (the simulated Mac's device tensors say ``mps:0`` to the program)."""
 
 
 def collective_ops() -> list[torch._ops.OpOverload]:
@@ -71,7 +71,7 @@ def register(device_type: str, dispatch_key: str) -> torch.library.Library:
 
 
 def _to_cpu(x: Any, device_type: str) -> Any:
-    if isinstance(x, torch.Tensor) and _DEVICE(x).type == device_type:
+    if isinstance(x, torch.Tensor) and cpp_device(x).type == device_type:
         return x.to("cpu", copy=True)
     return x
 

@@ -39,14 +39,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from torchdevice.callers import torch_internal
+from torchdevice.device.aten import cpp_device
 from torchdevice.device.residence import device_index
 from torchdevice.runtime.device_maps import invalid_ordinal
 
 if TYPE_CHECKING:
     from torchdevice.runtime.installation import Installation
 
-_DEVICE = vars(torch._C.TensorBase)["device"].__get__
-"""A tensor's device in C++ (the simulated Mac's device tensors say ``mps:0`` to the program)."""
 
 WORDS: dict[str, str] = {}
 """Word -> how it is built: ``word`` (the method or class itself) or ``builder`` (called with the ``value``)."""
@@ -437,7 +436,7 @@ class Emulation:
             def __instancecheck__(cls, instance: object) -> bool:
                 if not isinstance(instance, torch.Tensor) or instance.dtype != dtype:
                     return False
-                on_device = _DEVICE(instance).type == target.type
+                on_device = cpp_device(instance).type == target.type
                 return on_device if target.type != "cpu" else device_index(instance) is not None
 
         return Meta(name, (), {"dtype": dtype, "is_cuda": True, "__module__": "torch.cuda"})

@@ -31,6 +31,7 @@ import torch
 import torch.utils._device
 
 from torchdevice.callers import torch_internal
+from torchdevice.device.aten import cpp_device
 from torchdevice.device.residence import MARK, PINNED, device_index, mark_of
 from torchdevice.device.target import Target
 from torchdevice.device.to_arguments import parse_to
@@ -39,8 +40,6 @@ from torchdevice.runtime.emulation import Emulation
 from torchdevice.runtime.installation import Installation
 
 ASKED = "_torchdevice_asked"
-_device = vars(torch._C.TensorBase)["device"].__get__
-"""A tensor's device in C++ (what the simulated Mac's tensors show is theirs to say)."""
 """DeviceContext attribute: the CUDA device value the context was asked for."""
 
 
@@ -144,7 +143,7 @@ class Mover:
             asked = parse_to(args, kwargs)
         except TypeError:
             raise error from None
-        if (asked.device or _device(t)).type != self.target.type:
+        if (asked.device or cpp_device(t)).type != self.target.type:
             raise error
         return self.r.hosting.moved(error, t, asked.dtype)
 
@@ -309,7 +308,7 @@ def _residence_property(name: str, on_device: bool, target: Target) -> property:
     types = {target.device.type, (target.shown or target.device).type}
 
     def get(self: torch.Tensor) -> bool:
-        there = device_index(self) is not None if host_target else _device(self).type in types
+        there = device_index(self) is not None if host_target else cpp_device(self).type in types
         if not there or torch_internal():
             return real(self)
         return on_device

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from torchdevice.device import limits
-from torchdevice.device.aten import OpSchema, leaves, overload, tensors, tree_map
+from torchdevice.device.aten import OpSchema, cpp_device, leaves, overload, tensors, tree_map
 from torchdevice.device.hosted import WIDE, Hosting
 from torchdevice.device.placement import HOST_ARGUMENTS, HOST_RESULTS, placement_error
 from torchdevice.device.target import Target
@@ -58,8 +58,6 @@ SHOWN = torch.device("mps", 0)
 """What the device's tensors say they are on."""
 
 _aten = torch.ops.aten
-_DEVICE = vars(torch._C.TensorBase)["device"].__get__
-"""A tensor's device in C++ (what the program sees is :mod:`.presentation`'s)."""
 _VIEWS = (_aten.as_strided.default, _aten.view.default, _aten._reshape_alias.default, _aten.unfold.default,
           _aten.view_as_real.default, _aten.view_as_complex.default, _aten.set_.source_Storage,
           _aten.set_.source_Storage_storage_offset, _aten.set_.source_Tensor)
@@ -150,10 +148,13 @@ class SimulatedMPS:
         """Raise what MPS raises for a call under one of ``op``'s limits."""
         for limit in limits.limits_of(op):
             if limit.raises is not None and limit.applies(args, kwargs, self.macos):
-                refused = limit.exception(args, kwargs)
-                if self.keep_raised:
-                    self.raised.append(refused)
-                raise refused
+                raise self._kept(limit.exception(args, kwargs))
+
+    def _kept(self, exc: BaseException) -> BaseException:
+        """``exc``, kept in :attr:`raised` where the tests ask for it."""
+        if self.keep_raised:
+            self.raised.append(exc)
+        return exc
 
     def register(self) -> torch.library.Library:
         """Register the device's kernels; they stay registered while the returned library is alive."""
@@ -295,8 +296,7 @@ class SimulatedMPS:
         try:
             return on_host(op, args, kwargs)
         except Exception as exc:  # a user error of the CPU kernel: what the caller must get
-            if self.keep_raised:
-                self.raised.append(exc)
+            self._kept(exc)
             raise
 
 
@@ -370,7 +370,7 @@ def on_host(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, 
 
 
 def _is_device(t: torch.Tensor) -> bool:
-    return _DEVICE(t).type == simulated_device.NAME
+    return cpp_device(t).type == simulated_device.NAME
 
 
 def _alias(t: torch.Tensor) -> torch.Tensor:
@@ -445,7 +445,7 @@ def _place(x: Any, own: dict[int, torch.Tensor]) -> Any:
         return own[id(x)]
     if x.layout == torch.sparse_coo:
         indices = _place(x._indices(), own)
-        return _sparse_coo(indices, _place(x._values(), own), x, _DEVICE(indices))
+        return _sparse_coo(indices, _place(x._values(), own), x, cpp_device(indices))
     if x.layout != torch.strided:
         raise NotImplementedError(f"torchdevice: {x.layout} tensors are not simulated on the simulated Mac "
                                   "(a Mac runs some of their ops); run this program on the cpu target")

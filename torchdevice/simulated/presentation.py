@@ -31,23 +31,23 @@ import torch.mps
 import torch.serialization
 
 from torchdevice.callers import torch_internal
+from torchdevice.device.aten import cpp_device
 from torchdevice.patching import Patcher
 from torchdevice.simulated.device import GENERATOR, NAME, allocate, allocated, host_alias, host_bytes
 
 SHOWN = torch.device("mps", 0)
-_DEVICE = vars(torch._C.TensorBase)["device"].__get__
 _IS_MPS = vars(torch._C.TensorBase)["is_mps"].__get__
 
 
 def _device(self: torch.Tensor) -> torch.device:
     """``mps:0`` for the program; torch's own code (Dynamo, the optimizers, serialization) gets the device it
     computes with, as :func:`torchdevice.callers.torch_internal` tells the two apart."""
-    device = _DEVICE(self)
+    device = cpp_device(self)
     return SHOWN if device.type == NAME and not torch_internal() else device
 
 
 def _is_mps(self: torch.Tensor) -> bool:
-    return _DEVICE(self).type == NAME or _IS_MPS(self)
+    return cpp_device(self).type == NAME or _IS_MPS(self)
 
 
 def activate(patcher: Patcher, macos: tuple[int, int]) -> None:
@@ -114,7 +114,7 @@ def _numpy(original: Any) -> Any:
     """``Tensor.numpy`` of a device tensor raises the Mac's error (torch's would name ``mps_sim:0``)."""
     @functools.wraps(original)
     def numpy(self: torch.Tensor, *, force: bool = False) -> Any:
-        if _DEVICE(self).type == NAME and not force:
+        if cpp_device(self).type == NAME and not force:
             raise TypeError(f"can't convert {SHOWN} device type tensor to numpy. Use Tensor.cpu() to copy the tensor "
                             "to host memory first.")
         return original(self, force=force)
