@@ -9,7 +9,8 @@ Which strings are kept: the linker lays a compilation unit's literals out togeth
 its own source file (``__FILE__`` of its checks), so the strings from a path under ``.../mps/`` to the next
 path of another source are MPS's (``aten/src/ATen/mps``, ``native/mps``, ``native/sparse/mps``, the generated
 ``RegisterMPS``); of those, the ones that read as messages. Outside them, strings naming MPS or macOS, the
-dispatcher's own "Could not run ..." pieces and composite kernels' refusals of other devices.
+dispatcher's own "Could not run ..." pieces, DispatchStub's missing-kernel assertion and composite kernels'
+refusals of other devices.
 
 ``python -m codegen.scan.mps_messages [WHEEL]`` scans the wheel (default: the one ``make mps-messages``
 downloads into ``.cache/wheels``) and writes the file; the build reads only the committed file.
@@ -38,6 +39,10 @@ _NAMES_MPS = re.compile(r"\bMPS\b|\bmacOS\b|\bMacOS\b|\bMetal\b")
 _DISPATCHER = ("Could not run '", "' with arguments", " from the '", "' backend. This could be because")
 _DEVICE_REFUSALS = re.compile(r"only supports CPU, .*(device type|devices), got: $")
 """Composite kernels' refusals of devices they have no branch for (``mode``'s ``out=``), which MPS meets too."""
+_DISPATCH_STUB = re.compile(
+    r"^false INTERNAL ASSERT FAILED at \"\S+/DispatchStub\.cpp\":\d+|^DispatchStub: missing kernel for ")
+"""A composite kernel's call of a DispatchStub that MPS registers no kernel of (``conj_physical_``): the assertion's
+text with the source line, then the missing kernel."""
 _NOT_A_MESSAGE = re.compile(r"INTERNAL ASSERT FAILED|to be true, but got false|^\w+\(.*\) -> |^aten::")
 
 _MH_MAGIC_64 = 0xFEEDFACF
@@ -79,6 +84,8 @@ def messages(strings: list[str]) -> list[str]:
         if _SOURCE.match(s):
             in_mps = bool(_MPS_SOURCE.search(s))
             continue
+        if _DISPATCH_STUB.search(s):
+            found.add(s)
         if not s.strip() or _NOT_A_MESSAGE.search(s):
             continue
         readable = " " in s.strip() or _NAMES_MPS.search(s)

@@ -128,10 +128,15 @@ def test_the_scanner_keeps_mps_units_messages_and_strings_naming_mps():
         'x INTERNAL ASSERT FAILED at "Pooling.mm":3, please report a bug to PyTorch. ',
         "/Users/runner/work/pytorch/pytorch/aten/src/ATen/native/Linear.cpp", "a message of the CPU's",
         "MPS supports tensors with dimensions <= ", "Could not run '", "' with arguments",
+        "/Users/runner/work/pytorch/pytorch/aten/src/ATen/native/DispatchStub.cpp",
+        'false INTERNAL ASSERT FAILED at "/Users/r/aten/src/ATen/native/DispatchStub.cpp":282, please report a '
+        'bug to PyTorch. ', "DispatchStub: missing kernel for ", "DispatchStub: missing default kernel",
     ]
     assert mps_messages.messages(strings) == sorted([
         "Max pooling for complex is not supported for MPS", "MPS supports tensors with dimensions <= ",
-        "Could not run '", "' with arguments"])
+        "Could not run '", "' with arguments", "DispatchStub: missing kernel for ",
+        'false INTERNAL ASSERT FAILED at "/Users/r/aten/src/ATen/native/DispatchStub.cpp":282, please report a '
+        'bug to PyTorch. '])
 
 
 def test_the_committed_messages_are_the_wheels(tmp_path):

@@ -6,6 +6,7 @@ CPU refuses too, an error names the limit; float64 asked of float32 device tenso
 from __future__ import annotations
 
 import contextlib
+import copy
 from collections.abc import Iterator
 from typing import Any
 
@@ -102,8 +103,8 @@ def test_a_limit_cuda_runs_is_refused_by_the_mac_and_runs_through_the_engine(lim
     assert limit.raised(refused.value), refused.value
     reference = limit.instead or limit.op
     torch.manual_seed(0)
-    with torch.no_grad():
-        expected = reference(*args, **kwargs)
+    with torch.no_grad():  # on copies: an in-place probe (conj_physical_) writes its arguments
+        expected = reference(*copy.deepcopy(args), **copy.deepcopy(kwargs))
     with completed(Mac()) as target, torch.no_grad():
         torch.manual_seed(0)
         got = there(limit.op(*there(args, target.device), **there(kwargs, target.device)), CPU)

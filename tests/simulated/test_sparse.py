@@ -1,6 +1,6 @@
 """Sparse COO tensors on the simulated Mac: the ops MPS has a sparse kernel of give the CPU target's values on
 sparse tensors of the device (``mps:0``), and the others raise the dispatcher's error for ``SparseMPS``, as on a
-Mac."""
+Mac; float64 ones, which MPS cannot hold, are kept by the host and say they are on the device."""
 
 from __future__ import annotations
 
@@ -65,6 +65,10 @@ LINES: dict[str, Callable[[], Any]] = {
     "torch.sparse.softmax": lambda: torch.sparse.softmax(coo(), dim=1),
     "transpose": lambda: coo().t(),
     ".cpu() and back": lambda: coo().cpu().to("cuda"),
+    "float64 x.to_sparse()": lambda: dense().double().to_sparse(),
+    "float64 sparse ops": lambda: (torch.sparse.mm(dense().double().to_sparse(), dense().double().t()),
+                                   (dense().double().to_sparse() * 2).coalesce().values(),
+                                   torch.sparse.sum(dense().to(torch.complex128).to_sparse())),
 }
 
 

@@ -62,6 +62,23 @@ def overload(name: str) -> torch._ops.OpOverload | None:
         return None
 
 
+def in_place_of_out(op: torch._ops.OpOverload, args: tuple[Any, ...],
+                    kwargs: dict[str, Any]) -> torch._ops.OpOverload | None:
+    """The in-place overload ``X_`` to run for an ``X.out`` call whose ``out=`` is its ``self``: how the composite
+    code of ``X_`` (``addr_``, ``abs_``) calls it, where the kernel sees one tensor (C++'s ``&result == &self``) and
+    checks it as ``X_`` does; a copy of each would be a fresh output, checked and resized as another tensor."""
+    if op._overloadname != "out" or not args or kwargs.get("out") is not args[0]:
+        return None
+    return _in_place(op)
+
+
+@cache
+def _in_place(op: torch._ops.OpOverload) -> torch._ops.OpOverload | None:
+    found = overload(f"{op._opname}_")
+    same = found is not None and OpSchema.of(found).names == tuple(n for n in OpSchema.of(op).names if n != "out")
+    return found if same else None
+
+
 @dataclass(frozen=True, eq=False)
 class OpSchema:
     """What an aten overload's schema says about its arguments and results, read once, on first use

@@ -93,9 +93,17 @@ class HostedTensor(HostBacked):
 
     @staticmethod
     def __new__(cls, host: torch.Tensor, hosting: Hosting, requires_grad: bool = False) -> HostedTensor:
-        made = torch.Tensor._make_wrapper_subclass(cls, host.size(), host.stride(), host.storage_offset(),
-                                                   dtype=host.dtype, device=hosting.physical,
-                                                   requires_grad=requires_grad)
+        if host.layout == torch.strided:
+            made = torch.Tensor._make_wrapper_subclass(cls, host.size(), host.stride(), host.storage_offset(),
+                                                       dtype=host.dtype, device=hosting.physical,
+                                                       requires_grad=requires_grad)
+        elif host.layout == torch.sparse_coo:  # to_sparse() of a hosted tensor: no strides or storage of its own
+            made = torch.Tensor._make_wrapper_subclass(cls, host.size(), dtype=host.dtype, layout=host.layout,
+                                                       device=hosting.physical, requires_grad=requires_grad)
+        else:
+            raise NotImplementedError(f"torchdevice: {host.layout} tensors of {host.dtype} are not supported on "
+                                      f"{hosting.shown.type}, which has no {host.dtype}: torchdevice keeps strided "
+                                      "and sparse COO ones for it; run this program on the cpu target")
         made.host, made.shown, made.hosting = host, hosting.shown, hosting
         hosting.count(host)
         return made
@@ -215,7 +223,9 @@ class Hosting:
         """Bytes of the live host storages of hosted tensors (device memory, to the program)."""
 
     def count(self, host: torch.Tensor) -> None:
-        """Count ``host``'s storage among the hosted bytes while it lives (once)."""
+        """Count ``host``'s storage (a sparse one's values') among the hosted bytes while it lives (once)."""
+        if host.layout == torch.sparse_coo:
+            host = host._values()
         storage = host.untyped_storage()
         if not storage.__dict__.get(_COUNTED):
             storage.__dict__[_COUNTED] = True

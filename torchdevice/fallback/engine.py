@@ -40,7 +40,7 @@ from typing import Any
 import torch
 
 from torchdevice.device import limits
-from torchdevice.device.aten import OpSchema, overload, tensors
+from torchdevice.device.aten import OpSchema, in_place_of_out, overload, tensors
 from torchdevice.device.errors import COMPATIBILITY_ERRORS, classify
 from torchdevice.device.limits import Limit
 from torchdevice.device.target import Target
@@ -160,6 +160,8 @@ class Engine:
 
         def on_mlx(args: tuple[Any, ...], kwargs: dict[str, Any], why: str) -> Any:
             assert shim is not None
+            if in_place_of_out(op, args, kwargs) is not None:  # an in-place op's composite code: the CPU's runs it
+                return _REFUSED
             start = clock()
             try:
                 value = route.on_mlx(shim, schema, args, kwargs, target)

@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from torchdevice.device.aten import OpSchema, tensors, tree_map
+from torchdevice.device.aten import OpSchema, in_place_of_out, tensors, tree_map
 from torchdevice.device.placement import HOST_RESULTS
 from torchdevice.device.target import Target
 from torchdevice.fallback import validate
@@ -79,6 +79,9 @@ def result(schema: OpSchema, value: Any, args: tuple[Any, ...], kwargs: dict[str
 
 def on_cpu(schema: OpSchema, args: tuple[Any, ...], kwargs: dict[str, Any], target: Target) -> Any:
     """Run the call on CPU copies of its arguments; write back and return as the target would."""
+    in_place = in_place_of_out(schema.op, args, kwargs)
+    if in_place is not None:
+        schema, kwargs = OpSchema.of(in_place), {k: v for k, v in kwargs.items() if k != "out"}
     device_type = target.device.type
     moved_args = tree_map(_to_cpu, args, device_type)
     moved_kwargs = {k: tree_map(_to_cpu, v, device_type) for k, v in kwargs.items()}

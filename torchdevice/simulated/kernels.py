@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from torchdevice.device import limits
-from torchdevice.device.aten import OpSchema, cpp_device, leaves, overload, tensors, tree_map
+from torchdevice.device.aten import OpSchema, cpp_device, in_place_of_out, leaves, overload, tensors, tree_map
 from torchdevice.device.hosted import WIDE, Hosting
 from torchdevice.device.placement import HOST_ARGUMENTS, HOST_RESULTS, placement_error
 from torchdevice.device.target import Target
@@ -337,6 +337,10 @@ def on_host(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, 
         return CPU if isinstance(x, torch.device) and x.type == simulated_device.NAME else x
 
     host_args = list(tree_map(to_host, args))
+    in_place = in_place_of_out(op, args, kwargs)
+    if in_place is not None:
+        return _placed(in_place(*host_args, **{k: tree_map(to_host, v) for k, v in kwargs.items() if k != "out"}),
+                       own)
     host_kwargs = {k: (tree_map(_fresh, v, to_host) if k in schema.outputs else tree_map(to_host, v))
                    for k, v in kwargs.items()}
     _give_generator(schema, host_args, host_kwargs)
