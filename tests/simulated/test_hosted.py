@@ -213,6 +213,22 @@ def test_hosted_memory_counts_and_ops_are_reported_as_fallbacks(mac):
     assert torch.cuda.memory_allocated() == before
 
 
+def test_device_memory_counts_live_device_storages_as_mps_does(mac):
+    """``torch.mps.current_allocated_memory()`` on a Mac, and what ``torch.cuda.memory_allocated()`` and the peak (which
+    MPS does not keep) answer from it: a view adds nothing, the memory is released with its last tensor."""
+    before = torch.cuda.memory_allocated()
+    x = torch.ones(1000, device="cuda")
+    view = x[10:]
+    model = torch.nn.Linear(10, 10).cuda()
+    held = before + 4000 + 440
+    assert (torch.cuda.memory_allocated(), torch.mps.current_allocated_memory()) == (held, held)
+    assert torch.cuda.max_memory_allocated() == held
+    del x
+    assert torch.cuda.memory_allocated() == held
+    del view, model
+    assert torch.cuda.memory_allocated() == before
+
+
 def test_a_bad_call_raises_torchs_error_not_a_retry_on_the_host(mac):
     with pytest.raises(TypeError, match="new_zeros"):
         torch.ones(2, device="cuda").new_zeros(2, dtype=torch.float64, bogus=1)

@@ -124,11 +124,12 @@ def allocate(size: tuple[int, ...] | list[int], stride: tuple[int, ...] | list[i
              dtype: torch.dtype) -> torch.Tensor:
     """New device memory for a tensor of ``size`` and ``stride`` (contiguous when None): counted while it lives."""
     host = torch.empty(size, dtype=dtype) if stride is None else torch.empty_strided(size, stride, dtype=dtype)
-    nbytes = host.untyped_storage().nbytes()
+    made = device_tensor(host)
+    storage = made.untyped_storage()  # one Python object while the memory lives (torch preserves it)
     with _lock:
-        _live[0] += nbytes
-    weakref.finalize(host, _release, nbytes)
-    return device_tensor(host)
+        _live[0] += storage.nbytes()
+    weakref.finalize(storage, _release, storage.nbytes())
+    return made
 
 
 def _release(nbytes: int) -> None:
