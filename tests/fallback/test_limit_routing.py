@@ -244,3 +244,13 @@ def test_no_guard_on_the_cpu_target():
     from torchdevice.device.target import for_name
 
     assert Engine(for_name("cpu"), CapabilityCache.open("cpu"), macos=MAC_14).guards() == {}
+
+
+def test_the_silent_limit_without_the_engine_gives_the_macs_values():
+    """``adaptive_max_pool2d`` of 5x5 to 3x3: MPS pools 3x3 windows of stride 1 (one window size for the whole
+    input), where the CPU's windows vary."""
+    x = torch.randn(2, 3, 5, 5)
+    with Mac() as target:
+        mac = there(F.adaptive_max_pool2d(there(x, target.device), 3, return_indices=True), CPU)
+    assert_same(mac, F.max_pool2d(x, 3, 1, return_indices=True))
+    assert not torch.equal(mac[1], F.adaptive_max_pool2d(x, 3, return_indices=True)[1])

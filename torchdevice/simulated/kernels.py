@@ -144,11 +144,16 @@ class SimulatedMPS:
             return TypeError(NO_FLOAT64)
         return None
 
-    def refuse(self, op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        """Raise what MPS raises for a call under one of ``op``'s limits."""
+    def refuse(self, op: torch._ops.OpOverload, args: tuple[Any, ...],
+               kwargs: dict[str, Any]) -> Callable[..., Any] | None:
+        """Raise what MPS raises for a call under one of ``op``'s limits; for a limit MPS meets with other values than
+        the CPU's, the computation MPS makes instead."""
         for limit in limits.limits_of(op):
-            if limit.raises is not None and limit.applies(args, kwargs, self.macos):
-                raise self._kept(limit.exception(args, kwargs))
+            if limit.applies(args, kwargs, self.macos):
+                if limit.raises is not None:
+                    raise self._kept(limit.exception(args, kwargs))
+                return _INSTEAD.get(limit.name)
+        return None
 
     def _kept(self, exc: BaseException) -> BaseException:
         """``exc``, kept in :attr:`raised` where the tests ask for it."""
@@ -233,14 +238,15 @@ class SimulatedMPS:
             computed = own or op.decompose
 
             def decomposed(keyset: Any, *args: Any, **kwargs: Any) -> Any:
-                self.refuse(op, args, kwargs)
-                return computed(*args, **kwargs)
+                return (self.refuse(op, args, kwargs) or computed)(*args, **kwargs)
 
             return decomposed
         native = torch.library.get_kernel(op, key)
 
         def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
-            self.refuse(op, args, kwargs)
+            instead = self.refuse(op, args, kwargs)
+            if instead is not None:
+                return instead(*args, **kwargs)
             return native.call_boxed(keyset, *schema.boxed(args), **kwargs)
 
         return kernel
@@ -514,6 +520,21 @@ def _group_norm(input: torch.Tensor, num_groups: int, weight: torch.Tensor | Non
     n, c = input.shape[:2]
     return _aten.native_group_norm(input.contiguous(), weight, bias, n, c, math.prod(input.shape[2:]), num_groups,
                                    eps)[0]
+
+
+def _fixed_window_max_pool(self: torch.Tensor, output_size: list[int], **out: torch.Tensor) -> Any:
+    """``adaptive_max_pool2d`` of sizes that do not divide, as MPS computes it: one window size and stride for the
+    whole input (``set_kernel_params`` of ``AdaptivePooling.mm``), where the CPU's windows vary."""
+    (ih, iw), (oh, ow) = self.shape[-2:], output_size
+    big, small = ((ih, iw), (oh, ow)) if ih >= oh else ((oh, ow), (ih, iw))
+    stride = [big[0] // small[0], big[1] // small[1]]
+    kernel = [big[0] - (small[0] - 1) * stride[0], big[1] - (small[1] - 1) * stride[1]]
+    pool = _aten.max_pool2d_with_indices.out if out else _aten.max_pool2d_with_indices.default
+    return pool(self, kernel, stride, [0, 0], [1, 1], False, **out)
+
+
+_INSTEAD: dict[str, Callable[..., Any]] = {"adaptive_max_pool_not_divisible": _fixed_window_max_pool}
+"""What MPS computes for a call under a limit it meets with other values than the CPU's (``raises: none``)."""
 
 
 def _cpu_kernel(op: torch._ops.OpOverload, key: str) -> Any:
