@@ -5,9 +5,8 @@ program on the CPU natively; on the simulated Mac also with its DataLoader worke
 from __future__ import annotations
 
 import pytest
+import torch
 from framework_runs import Records, assert_numbers_close
-
-pytestmark = pytest.mark.processes
 
 PROGRAM = "ultralytics_train.py"
 
@@ -28,6 +27,24 @@ def assert_cpu_numbers(gpu: Records, cpu: Records) -> None:
     assert_numbers_close(gpu_record["boxes"], cpu_record["boxes"], rtol=1e-4, atol=1e-7)
 
 
+def test_the_environments_torchvision_nms_keeps_the_boxes_ultralytics_own_nms_keeps():
+    """The test environment's ``torchvision::nms`` (tests/environment) against Ultralytics' NMS in torch, which it
+    writes to keep what torchvision keeps (scores without ties: their order is the only freedom either has)."""
+    import torchvision
+    from ultralytics.utils.nms import TorchNMS
+
+    generator = torch.Generator().manual_seed(0)
+    for count in (0, 1, 7, 200):
+        corners = torch.rand(count, 2, generator=generator) * 50
+        boxes = torch.cat((corners, corners + torch.rand(count, 2, generator=generator) * 30 + 1), 1)
+        scores = torch.rand(count, generator=generator)
+        for threshold in (0.1, 0.5, 0.7):
+            kept = torchvision.ops.nms(boxes, scores, threshold)
+            assert kept.dtype == torch.int64
+            assert kept.tolist() == TorchNMS.nms(boxes, scores, threshold).tolist()
+
+
+@pytest.mark.processes
 @pytest.mark.parametrize("target", ["cpu", "mps-sim"])
 def test_training_validation_and_prediction_give_the_cpu_numbers(native, redirected, target):
     cpu = native(PROGRAM, "--cpu")
@@ -37,6 +54,7 @@ def test_training_validation_and_prediction_give_the_cpu_numbers(native, redirec
     assert_cpu_numbers(gpu, cpu)
 
 
+@pytest.mark.processes
 def test_spawned_data_loader_workers_on_the_simulated_mac_give_the_cpu_numbers(native, redirected):
     cpu = native(PROGRAM, "--cpu")  # Ultralytics loads the data in the main process on the CPU
     gpu = redirected(PROGRAM, "--workers", "1", "--spawn", target="mps-sim")
