@@ -1,0 +1,67 @@
+"""Ultralytics: YOLOv8n trained with ``device=0``, validated, reloaded from its checkpoints and used for prediction
+(NMS: torchvision's operator on the device), under the runtime on the CPU and on the simulated Mac, against the
+program on the CPU natively; on the simulated Mac also with its DataLoader workers spawned, as macOS starts them."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from framework_runs import Records, assert_numbers_close
+
+PROGRAM = "ultralytics_train.py"
+
+
+def assert_cpu_numbers(gpu: Records, cpu: Records) -> None:
+    ((gpu_record,), (cpu_record,)) = gpu, cpu
+    # On a CUDA device Ultralytics lays the model out channels-last (NHWC), on the CPU it does not: other kernels, whose
+    # float32 rounding differs in the last bits from the first batch on (a part in 10^5 of the second epoch's losses).
+    assert_numbers_close(gpu_record["losses"], cpu_record["losses"], rtol=2e-4)
+    assert_numbers_close(gpu_record["history"], cpu_record["history"], rtol=1e-4)  # logged to 6 digits
+    assert gpu_record["lr"] == cpu_record["lr"]
+    # rtol: the checkpoints hold float16 weights, which that rounding can move across a float16 rounding boundary
+    # (float16's epsilon); atol: weights near zero, where four AdamW steps carry it (5e-6 here).
+    for weights in ("trained", "best", "last"):
+        assert_numbers_close(gpu_record[weights], cpu_record[weights], rtol=1e-3, atol=1e-4)
+    # Zero for a model this little trained (no box overlaps a label enough), reached through NMS and box matching on
+    # the device all the same.
+    assert_numbers_close(gpu_record["val"], cpu_record["val"])
+    assert len(gpu_record["boxes"]) == len(cpu_record["boxes"]) == 5
+    assert_numbers_close(gpu_record["boxes"], cpu_record["boxes"], rtol=1e-4, atol=1e-7)
+
+
+def test_the_environments_torchvision_nms_keeps_the_boxes_ultralytics_own_nms_keeps(monkeypatch, tmp_path):
+    """The test environment's ``torchvision::nms`` (tests/environment) against Ultralytics' NMS in torch, which it
+    writes to keep what torchvision keeps (scores without ties: their order is the only freedom either has)."""
+    monkeypatch.setenv("YOLO_OFFLINE", "1")  # read when Ultralytics is imported: no online check, no settings at home
+    monkeypatch.setenv("YOLO_CONFIG_DIR", str(tmp_path))
+    import torchvision
+    from ultralytics.utils.nms import TorchNMS
+
+    generator = torch.Generator().manual_seed(0)
+    for count in (0, 1, 7, 200):
+        corners = torch.rand(count, 2, generator=generator) * 50
+        boxes = torch.cat((corners, corners + torch.rand(count, 2, generator=generator) * 30 + 1), 1)
+        scores = torch.rand(count, generator=generator)
+        for threshold in (0.1, 0.5, 0.7):
+            kept = torchvision.ops.nms(boxes, scores, threshold)
+            assert kept.dtype == torch.int64
+            assert kept.tolist() == TorchNMS.nms(boxes, scores, threshold).tolist()
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("target", ["cpu", "mps-sim"])
+def test_training_validation_and_prediction_give_the_cpu_numbers(native, redirected, target):
+    cpu = native(PROGRAM, "--cpu")
+    gpu = redirected(PROGRAM, target=target)
+    assert gpu[0]["device"] == {"cpu": "cpu", "mps-sim": "mps:0"}[target]
+    assert gpu[0]["workers"] == cpu[0]["workers"] == 0
+    assert_cpu_numbers(gpu, cpu)
+
+
+@pytest.mark.processes
+def test_spawned_data_loader_workers_on_the_simulated_mac_give_the_cpu_numbers(native, redirected):
+    cpu = native(PROGRAM, "--cpu")  # Ultralytics loads the data in the main process on the CPU
+    gpu = redirected(PROGRAM, "--workers", "1", "--spawn", target="mps-sim")
+    assert gpu[0]["device"] == "mps:0"
+    assert gpu[0]["workers"] == 1
+    assert_cpu_numbers(gpu, cpu)
