@@ -29,9 +29,14 @@ def _sample(tree: Path) -> list[Path]:
     return sorted(sorted(found, key=lambda p: -mentions[p])[:SAMPLE])
 
 
+@pytest.fixture
+def tree(requirement: str) -> Path:
+    """The package's files (fetched in the test's setup: the rewrite itself starts no process)."""
+    return sources(requirement)
+
+
 @pytest.mark.parametrize("requirement", PACKAGES)
-def test_real_packages_rewrite_to_compiling_idempotent_mergeable_code(requirement):
-    tree = sources(requirement)
+def test_real_packages_rewrite_to_compiling_idempotent_mergeable_code(requirement, tree):
     rules = default()
     report = []
     sites = added = reported = 0

@@ -164,6 +164,32 @@ def test_the_lists_differ_from_the_cpus_where_the_issue_says(installed: None) ->
     assert [r.dtype for r in results] == [torch.float16] + [torch.float32] * (len(results) - 1)
 
 
+def untouched_calls(autocast: str) -> list[torch.Tensor]:
+    """Ops outside CUDA's lists that the CPU's policy runs in float32, in a bfloat16 region."""
+    torch.manual_seed(2)
+    logits = (torch.randn(6, 5, device="cuda") * 4).to(torch.bfloat16)
+    target = torch.tensor([0, 1, 2, 3, 4, 0], device="cuda")
+    signal = torch.randn(16, device="cuda").to(torch.bfloat16)
+    with torch.autocast(autocast, dtype=torch.bfloat16):
+        return [F.cross_entropy(logits, target), torch.fft.rfft(signal.float()).abs(), torch.stack([logits, logits])]
+
+
+@pytest.mark.parametrize("target", ["cpu", "mps-sim"])
+def test_ops_outside_cudas_lists_are_cast_by_nothing_in_a_cuda_region(target: str) -> None:
+    """``cross_entropy_loss`` has no CUDA autocast kernel: its ``log_softmax`` gets the logits' dtype (it names it),
+    then ``nll_loss`` (CUDA's float32 list) casts; the CPU's own policy would run the whole loss in float32."""
+    with torchdevice.installed(target):
+        loss, spectrum, stacked = (t.cpu() for t in untouched_calls("cuda"))
+    torch.manual_seed(2)
+    logits = (torch.randn(6, 5) * 4).to(torch.bfloat16)
+    expected = F.nll_loss(F.log_softmax(logits, 1, dtype=torch.bfloat16).float(), torch.tensor([0, 1, 2, 3, 4, 0]))
+    torch.testing.assert_close(loss, expected, rtol=0, atol=1e-6)
+    assert (spectrum.dtype, stacked.dtype) == (torch.float32, torch.bfloat16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        cpu_policy = F.cross_entropy(logits, torch.tensor([0, 1, 2, 3, 4, 0]))
+    assert abs(cpu_policy.item() - expected.item()) > 1e-3  # what the CPU's policy would have given
+
+
 def test_named_dtype_is_respected(installed: None) -> None:
     with torch.autocast("cuda", dtype=torch.float16):
         assert _x(3, 4).softmax(-1, dtype=torch.float64).dtype == torch.float64
@@ -189,7 +215,8 @@ def _cpu_calls() -> list[Any]:
     with torch.autocast("cpu", dtype=torch.bfloat16):
         h = x @ w
         return [h, h.softmax(-1), h.sum(), h.exp(), F.layer_norm(h, (8,)), torch.addcmul(h, x, h),
-                F.binary_cross_entropy(p, t), torch.cumsum(h, 0), F.conv1d(x.T[None], w[:, :, None]), h.norm()]
+                F.binary_cross_entropy(p, t), torch.cumsum(h, 0), F.conv1d(x.T[None], w[:, :, None]), h.norm(),
+                F.cross_entropy(h, torch.tensor([0, 1, 2, 3]))]
 
 
 def test_cpu_policy_is_unchanged_under_autocast_cpu() -> None:

@@ -10,7 +10,7 @@ routes, hosted tensors and the simulated device walk every call they run.
 from __future__ import annotations
 
 import keyword
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache, cached_property
 from typing import Any
@@ -60,6 +60,29 @@ def overload(name: str) -> torch._ops.OpOverload | None:
         return getattr(getattr(getattr(torch.ops, namespace or "aten"), op), overload_name or "default")
     except AttributeError:
         return None
+
+
+Kernel = Callable[..., Any]
+"""A kernel as torch.library calls one registered ``with_keyset``: ``kernel(keyset, *args, **kwargs)``."""
+_COMPOSITE = ("CompositeExplicitAutogradNonFunctional", "CompositeExplicitAutograd", "CompositeImplicitAutograd")
+"""The alias keys whose kernels a backend key takes before its fallback."""
+
+
+def kernel_below(op: torch._ops.OpOverload, key: str, python: Mapping[tuple[str, str], Kernel]) -> Kernel:
+    """``op``'s kernel on dispatch ``key``, for a kernel registered over it to call. ``python`` holds the device's
+    own Python kernels by ``(overload name, key)`` (a key's fallback under ``("", key)``, which takes the op after the
+    keyset): such a kernel is called as itself, since through the dispatcher, while a ``TorchDispatchMode`` is
+    active, torch reaches a Python kernel as the newest one registered for its op and key (the caller: it would call
+    itself for ever). Any other kernel is called through the dispatcher, boxed."""
+    own = python.get((op._name, key))
+    if own is not None:
+        return own
+    fallback = python.get(("", key))
+    if fallback is not None and not any(torch._C._dispatch_has_kernel_for_dispatch_key(op._name, k)
+                                        for k in (key, *_COMPOSITE)):
+        return lambda keyset, *args, **kwargs: fallback(keyset, op, *args, **kwargs)
+    native, schema = torch.library.get_kernel(op, key), OpSchema.of(op)
+    return lambda keyset, *args, **kwargs: native.call_boxed(keyset, *schema.boxed(args), **kwargs)
 
 
 def in_place_of_out(op: torch._ops.OpOverload, args: tuple[Any, ...],

@@ -13,11 +13,13 @@ watch), how it keeps the dtypes it has no tensors of (``hosting``), and whether 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
+from torchdevice.device.aten import Kernel
 from torchdevice.device.hosted import Hosting
 
 TARGETS = ("cpu", "mps", "mps-sim", "cuda")
@@ -48,6 +50,9 @@ class Target:
     """Device types that mean this target too (``"mps"`` on the simulated Mac, where libraries name it)."""
     native: bool = False
     """Whether torch was built for this device: its generators and events are torch's own (a Mac's MPS)."""
+    kernels: Mapping[tuple[str, str], Kernel] = field(default_factory=dict)
+    """The device's own Python kernels, by overload and dispatch key (:func:`~torchdevice.device.aten.kernel_below`:
+    the simulated Mac's); none for a device torch was built for."""
 
     @property
     def native_is_cpu(self) -> bool:

@@ -40,7 +40,7 @@ from typing import Any
 import torch
 
 from torchdevice.device import limits
-from torchdevice.device.aten import OpSchema, in_place_of_out, overload, tensors
+from torchdevice.device.aten import OpSchema, in_place_of_out, kernel_below, overload, tensors
 from torchdevice.device.errors import COMPATIBILITY_ERRORS, classify
 from torchdevice.device.limits import Limit
 from torchdevice.device.target import Target
@@ -150,7 +150,7 @@ class Engine:
         dispatch key), checking its calls against ``guards``."""
         name: str = op._name
         schema = OpSchema.of(op)
-        native = torch.library.get_kernel(op, key or self.target.dispatch_key)
+        below = kernel_below(op, key or self.target.dispatch_key, self.target.kernels)
         shim = self.shims.get(name) if key is None else None
         target, backend, cache, macos = self.target, self.target.backend, self.cache, self.macos
         prefer_mlx = self.prefer_mlx and shim is not None
@@ -174,7 +174,7 @@ class Engine:
                    runs: OpSchema = schema) -> Any:
             start = clock()
             if target.native_is_cpu:
-                value = native.call_boxed(keyset, *schema.boxed(args), **kwargs)
+                value = below(keyset, *args, **kwargs)
             else:
                 value = route.on_cpu(runs, args, kwargs, target)
             record_fallback(name, "cpu", clock() - start, why)
@@ -204,7 +204,7 @@ class Engine:
                     # a tensor subclass (hosted float64): a Python kernel below would hand it back to this one
                     return op.decompose(*args, **kwargs)
                 try:
-                    return native.call_boxed(keyset, *schema.boxed(args), **kwargs)
+                    return below(keyset, *args, **kwargs)
                 except COMPATIBILITY_ERRORS as exc:
                     hit = next((limit for limit in guards if limit.raised(exc)), None)
                     if hit is not None:

@@ -8,7 +8,8 @@ aten overload of CUDA's policy (``torchdevice_generated.autocast_table``, scanne
 ``autocast_mode.h``) under that key. Each kernel applies CUDA's policy while a redirected CUDA region
 is active, which is CUDA's own autocast state (``torch.is_autocast_enabled("cuda")``, set by
 :mod:`.amp` for such regions); otherwise (``torch.autocast("cpu")`` written for the CPU) it calls the
-kernel it replaced, so the CPU's policy is unchanged. Ops outside CUDA's lists are not touched.
+kernel it replaced, so the CPU's policy is unchanged. Ops outside CUDA's lists that the target's policy
+casts (:func:`untouched`) are cast by nothing in such a region, as on CUDA.
 
 The policies, as ``at::autocast`` implements them: only floating tensors that are not float64, on the
 target, are cast (``lower_precision_fp``: to CUDA's autocast dtype; ``fp32``: to float32);
@@ -46,6 +47,7 @@ def activate(patcher: Patcher, device_type: str, key: str) -> None:
 
     library = torch.library.Library("aten", "IMPL")
     patcher.defer(library._destroy)
+    listed = {name.removesuffix(".default") for name, *_ in POLICY}
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "Warning only once for all operators")  # overriding the key's kernel
         for name, policy, dtype_at, redispatch, message in POLICY:
@@ -53,6 +55,25 @@ def activate(patcher: Patcher, device_type: str, key: str) -> None:
             if op is not None:
                 library.impl(op, kernel(op, policy, key, device_type, dtype_at, redispatch, message), key,
                              with_keyset=True)
+        for name in torch._C._dispatch_get_registrations_for_dispatch_key(key):
+            op = overload(name) if name.startswith("aten::") else None
+            if op is not None and name.removeprefix("aten::") not in listed:
+                library.impl(op, untouched(op, key), key, with_keyset=True)
+
+
+def untouched(op: torch._ops.OpOverload, key: str) -> Kernel:
+    """The autocast kernel of an op outside CUDA's lists that the target's policy casts (the CPU's runs
+    ``cross_entropy_loss`` and ``fft_*`` in float32, MPS's ``batch_norm``): in a redirected CUDA region, no cast, as
+    CUDA's autocast falls through for it (the ops it calls still meet the autocast key); else the key's own."""
+    own, skip, plan = _own(op, key), getattr(torch._C.DispatchKey, key), OpSchema.of(op)
+
+    def untouched_kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        if _cuda_enabled("cuda"):
+            return op._handle.redispatch_boxed(keyset.remove(skip), *plan.boxed(args), **kwargs)
+        return own(keyset, args, kwargs)
+
+    untouched_kernel.__qualname__ = f"cuda_autocast[{op._name}: untouched]"
+    return untouched_kernel
 
 
 def kernel(op: torch._ops.OpOverload, policy: str, key: str, device_type: str, dtype_at: int = -1,

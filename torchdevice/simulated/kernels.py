@@ -33,7 +33,17 @@ from typing import Any
 import torch
 
 from torchdevice.device import limits
-from torchdevice.device.aten import OpSchema, cpp_device, in_place_of_out, leaves, overload, tensors, tree_map
+from torchdevice.device.aten import (
+    Kernel,
+    OpSchema,
+    cpp_device,
+    in_place_of_out,
+    kernel_below,
+    leaves,
+    overload,
+    tensors,
+    tree_map,
+)
 from torchdevice.device.hosted import WIDE, Hosting
 from torchdevice.device.placement import HOST_ARGUMENTS, HOST_RESULTS, placement_error
 from torchdevice.device.target import Target
@@ -113,6 +123,8 @@ class SimulatedMPS:
         self.raised: list[BaseException] = []
         """What the kernels raised (tests'; a kept exception keeps its traceback's tensors alive)."""
         self.keep_raised = keep_raised
+        self.kernels: dict[tuple[str, str], Kernel] = {}
+        """The Python kernels registered (:func:`torchdevice.device.aten.kernel_below`)."""
         self._stack = contextlib.ExitStack()
 
     @classmethod
@@ -130,7 +142,7 @@ class SimulatedMPS:
         device = simulated_device.register()
         hosting = Hosting(SHOWN, device) if self.no_float64 == EVERY_OP else None
         return Target(self.name, device, "PrivateUse1", "MPS", *self.table, hosting, shown=SHOWN,
-                      aliases=("mps",))
+                      aliases=("mps",), kernels=self.kernels)
 
     def refusal(self, op: torch._ops.OpOverload, args: tuple[Any, ...],
                 kwargs: dict[str, Any]) -> BaseException | None:
@@ -164,36 +176,45 @@ class SimulatedMPS:
     def register(self) -> torch.library.Library:
         """Register the device's kernels; they stay registered while the returned library is alive."""
         self.target()
+        kernels = self.kernels
+        kernels.clear()
         library = torch.library.Library("_", "IMPL")
         library.fallback(self._kernel, "PrivateUse1", with_keyset=True)
         # autocast passes through, as torch's own devices' autocast keys do (CUDA's policy is the runtime's)
         library.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
         library.fallback(_no_sparse_kernel, "SparsePrivateUse1", with_keyset=True)
+        kernels[("", "PrivateUse1")], kernels[("", "SparsePrivateUse1")] = self._kernel, _no_sparse_kernel
         ops = torch.library.Library("aten", "IMPL")
         library._ops = ops  # type: ignore[attr-defined]  # one lifetime for both
+
+        def impl(op: torch._ops.OpOverload, kernel: Kernel, key: str = "PrivateUse1") -> None:
+            ops.impl(op, kernel, key, with_keyset=True)
+            kernels[(op._name, key)] = kernel
+
         for op in _VIEWS:
-            ops.impl(op, _cpu_kernel(op, "CPU"), "PrivateUse1", with_keyset=True)
+            impl(op, _cpu_kernel(op, "CPU"))
         for op in self._sparse():
-            kernel = _cpu_kernel(op, "SparseCPU") if op in _SPARSE_PARTS else self._sparse_kernel_of(op)
-            ops.impl(op, kernel, "SparsePrivateUse1", with_keyset=True)
-        own = {_aten.empty.memory_format: self._empty, _aten.empty_strided.default: self._empty_strided,
-               _aten.resize_.default: _resize, _aten.set_.default: _set_empty, _aten.copy_.default: _copy,
-               _aten._copy_from.default: _copy_from, _aten._copy_from_and_resize.default: _copy_from_and_resize}
+            impl(op, _cpu_kernel(op, "SparseCPU") if op in _SPARSE_PARTS else self._sparse_kernel_of(op),
+                 "SparsePrivateUse1")
+        own: dict[torch._ops.OpOverload, Kernel] = {
+            _aten.empty.memory_format: self._empty, _aten.empty_strided.default: self._empty_strided,
+            _aten.resize_.default: _resize, _aten.set_.default: _set_empty, _aten.copy_.default: _copy,
+            _aten._copy_from.default: _copy_from, _aten._copy_from_and_resize.default: _copy_from_and_resize}
         for op, kernel in own.items():
-            ops.impl(op, kernel, "PrivateUse1", with_keyset=True)
+            impl(op, kernel)
         for op in self._with_kernels():
-            ops.impl(op, self._kernel_of(op), "PrivateUse1", with_keyset=True)
+            impl(op, self._kernel_of(op))
         for name, equivalent in _OVERRIDABLE.items():
-            ops.impl(getattr(_aten, name).default, _equivalent(equivalent), "PrivateUse1", with_keyset=True)
+            impl(getattr(_aten, name).default, _equivalent(equivalent))
         above = {op: _whole_on_host(op) for op in _WHOLE}
         above[_aten.group_norm.default] = _group_norm
         for op, kernel in above.items():
-            ops.impl(op, kernel, "AutogradPrivateUse1")
+            impl(op, _keyset_unused(kernel), "AutogradPrivateUse1")
         for name in self.missing_overloads:  # refused also where torch has a kernel for every device
             missing = overload(name)
             if missing is not None and torch._C._dispatch_has_kernel_for_dispatch_key(
                     name, "CompositeExplicitAutograd"):
-                ops.impl(missing, self._kernel_of(missing), "PrivateUse1", with_keyset=True)
+                impl(missing, self._kernel_of(missing))
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", "Warning only once for all operators")  # over torch's own kernels
             for name in self.limited:  # over the kernels above: MPS checks a call before computing it
@@ -201,7 +222,7 @@ class SimulatedMPS:
                 if limited is not None:
                     key = "AutogradPrivateUse1" if torch._C._dispatch_has_kernel_for_dispatch_key(
                         name, "CompositeImplicitAutograd") else "PrivateUse1"  # limits met in its decomposition
-                    ops.impl(limited, self._limited(limited, key, above.get(limited)), key, with_keyset=True)
+                    impl(limited, self._limited(limited, key, above.get(limited)), key)
         # Backward passes run in the thread that asks for them: the autograd engine sizes its device threads once,
         # at the process's first backward pass, which may have run before the device was registered.
         multithreaded = torch._C._is_multithreading_enabled()
@@ -233,7 +254,6 @@ class SimulatedMPS:
     def _limited(self, op: torch._ops.OpOverload, key: str, own: Any = None) -> Any:
         """The kernel ``key`` has for ``op`` (on the autograd key: the device's ``own`` kernel there, else the
         overload's decomposition), refusing the calls its limits refuse."""
-        schema = OpSchema.of(op)
         if key.startswith("Autograd"):
             computed = own or op.decompose
 
@@ -241,13 +261,13 @@ class SimulatedMPS:
                 return (self.refuse(op, args, kwargs) or computed)(*args, **kwargs)
 
             return decomposed
-        native = torch.library.get_kernel(op, key)
+        below = kernel_below(op, key, self.kernels)
 
         def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
             instead = self.refuse(op, args, kwargs)
             if instead is not None:
                 return instead(*args, **kwargs)
-            return native.call_boxed(keyset, *schema.boxed(args), **kwargs)
+            return below(keyset, *args, **kwargs)
 
         return kernel
 
@@ -535,6 +555,13 @@ def _fixed_window_max_pool(self: torch.Tensor, output_size: list[int], **out: to
 
 _INSTEAD: dict[str, Callable[..., Any]] = {"adaptive_max_pool_not_divisible": _fixed_window_max_pool}
 """What MPS computes for a call under a limit it meets with other values than the CPU's (``raises: none``)."""
+
+
+def _keyset_unused(kernel: Callable[..., Any]) -> Kernel:
+    def with_keyset(keyset: Any, *args: Any, **kwargs: Any) -> Any:
+        return kernel(*args, **kwargs)
+
+    return with_keyset
 
 
 def _cpu_kernel(op: torch._ops.OpOverload, key: str) -> Any:
