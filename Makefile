@@ -18,10 +18,10 @@ $(STAMP): pyproject.toml constraints.txt torchdevice.pth
 	$(PIP_INSTALL) --no-deps 'timm==1.0.31'
 	# ultralytics (its other requirements: the dev extra) needs torchvision, whose only build for this torch is a
 	# CUDA one: installed without dependencies (they would pull a CUDA torch), its operators completed in every
-	# process of this environment by tests/environment/torchvision_cpu.py (imported by a .pth file)
+	# process of this environment by tests/environment/cpu_torchvision.py (imported by a .pth file)
 	$(PIP_INSTALL) --no-deps 'ultralytics==8.4.190' 'torchvision==0.28.0'
-	printf '%s\nimport torchvision_cpu\n' '$(CURDIR)/tests/environment' \
-		> "$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/torchvision_cpu.pth"
+	printf '%s\nimport cpu_torchvision\n' '$(CURDIR)/tests/environment' \
+		> "$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/cpu_torchvision.pth"
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -4,7 +4,7 @@ The package registry's torchvision for this torch (0.28.0, which ultralytics nee
 extension cannot load beside a CPU torch, and ``import torchvision`` then fails at its fake registration of
 ``torchvision::nms``, an operator that only ``_C`` defines (so would ``import timm``, which imports torchvision
 when it is installed). ``make venv`` puts this folder on the path of every process of the test environment, natively
-and under the runtime alike (``torchvision_cpu.pth`` in its site-packages, which imports this module); the
+and under the runtime alike (``cpu_torchvision.pth`` in its site-packages, which imports this module); the
 torchdevice package knows nothing of it.
 
 Importing this module costs a finder on ``sys.meta_path`` and nothing else. When ``torchvision.extension`` has run
@@ -19,6 +19,7 @@ others fail, naming the missing operator. Nothing happens where torchvision's ``
 from __future__ import annotations
 
 import sys
+from importlib.machinery import PathFinder
 
 EXTENSION = "torchvision.extension"
 _library = None
@@ -81,5 +82,6 @@ class ExtensionFinder:
         return None
 
 
-if ExtensionFinder not in sys.meta_path:
-    sys.meta_path.insert(0, ExtensionFinder)
+if ExtensionFinder not in sys.meta_path:  # where the path's finder would find it, after the finders put first
+    sys.meta_path.insert(sys.meta_path.index(PathFinder) if PathFinder in sys.meta_path else len(sys.meta_path),
+                         ExtensionFinder)
