@@ -1,6 +1,8 @@
 """Aten calls as the dispatcher hands them to kernels: walking their arguments and results, finding an overload
 by name, what an overload's schema says (:class:`OpSchema`: which arguments it writes, which results alias
-them, where Python numbers stand for tensors), and a tensor's device as torch's C++ knows it (:func:`cpp_device`).
+them, where Python numbers stand for tensors), a tensor's device as torch's C++ knows it (:func:`cpp_device`), the
+kernel a kernel registered over another calls (:func:`kernel_below`), and the in-place overload an ``out=self`` call
+stands for (:func:`in_place_of_out`).
 
 The walkers handle nested lists and tuples (named ones included) of tensors and scalars, and keyword
 dictionaries; ``torch.utils._pytree`` handles any structure, at ten times the cost per call, and the fallback
