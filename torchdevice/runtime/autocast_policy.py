@@ -65,12 +65,10 @@ def untouched(op: torch._ops.OpOverload, key: str) -> Kernel:
     """The autocast kernel of an op outside CUDA's lists that the target's policy casts (the CPU's runs
     ``cross_entropy_loss`` and ``fft_*`` in float32, MPS's ``batch_norm``): in a redirected CUDA region, no cast, as
     CUDA's autocast falls through for it (the ops it calls still meet the autocast key); else the key's own."""
-    own, skip, plan = _own(op, key), getattr(torch._C.DispatchKey, key), OpSchema.of(op)
+    own, through = _own(op, key), _fall_through(op, key)
 
     def untouched_kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
-        if _cuda_enabled("cuda"):
-            return op._handle.redispatch_boxed(keyset.remove(skip), *plan.boxed(args), **kwargs)
-        return own(keyset, args, kwargs)
+        return (through if _cuda_enabled("cuda") else own)(keyset, args, kwargs)
 
     untouched_kernel.__qualname__ = f"cuda_autocast[{op._name}: untouched]"
     return untouched_kernel
@@ -163,13 +161,18 @@ def _own(op: torch._ops.OpOverload, key: str) -> Kernel:
     schema, plan = op._schema, OpSchema.of(op)
     qualified = f"{schema.name}.{schema.overload_name}" if schema.overload_name else schema.name
     if not torch._C._dispatch_has_kernel_for_dispatch_key(qualified, key):
-        skip, redispatch = getattr(torch._C.DispatchKey, key), op._handle.redispatch_boxed
-
-        def fall_through(keyset: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-            return redispatch(keyset.remove(skip), *plan.boxed(args), **kwargs)
-        return fall_through
+        return _fall_through(op, key)
     native = torch.library.get_kernel(op, key)
 
     def registered(keyset: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         return native.call_boxed(keyset, *plan.boxed(args), **kwargs)
     return registered
+
+
+def _fall_through(op: torch._ops.OpOverload, key: str) -> Kernel:
+    """``op`` sent on past ``key``, as the dispatcher's fall-through does (ops called inside still see the key)."""
+    skip, redispatch, plan = getattr(torch._C.DispatchKey, key), op._handle.redispatch_boxed, OpSchema.of(op)
+
+    def fall_through(keyset: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return redispatch(keyset.remove(skip), *plan.boxed(args), **kwargs)
+    return fall_through
