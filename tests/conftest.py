@@ -53,3 +53,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--consistency-target", default="mps-sim", choices=("mps-sim", "cpu"),
                      help="the target the consistency tier (tests/consistency, make test-consistency) installs")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The simulated devices' compiled backend built before any test runs (a build starts the compiler's processes;
+    torchdevice builds it at the first install of a simulated target, and every later process loads it)."""
+    from torchdevice.simulated import backend
+
+    backend.load()

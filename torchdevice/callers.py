@@ -41,14 +41,20 @@ _TRUTHFUL = frozenset({"torch", *TOLD_THE_TRUTH})
 _TRUTHFUL_PREFIXES = ("torch.", "torchdevice", *(f"{module}." for module in TOLD_THE_TRUTH))
 
 
-_TRUTHFUL = frozenset({"torch", *TOLD_THE_TRUTH})
-_TRUTHFUL_PREFIXES = ("torch.", "torchdevice", *(f"{module}." for module in TOLD_THE_TRUTH))
+_PASSING = frozenset({"functools", "contextlib"})
+"""Modules whose frames only pass a call on (decorators' wrappers, ``partialmethod``, context managers): the asker
+is the first frame above them."""
 
 
 def torch_internal(depth: int = 2) -> bool:
-    """Whether the function ``depth`` frames up (default: the caller's caller) belongs to torch or torchdevice,
-    or to a package told the truth (``torchdevice_generated.truth_table``)."""
-    name = sys._getframe(depth).f_globals.get("__name__", "")
+    """Whether the code that asks, ``depth`` frames up (default: the caller's caller) past the frames of
+    :data:`_PASSING`, belongs to torch or torchdevice, or to a package told the truth
+    (``torchdevice_generated.truth_table``), and is not among :data:`TOLD_AS_PROGRAM`."""
+    frame = sys._getframe(depth)
+    name = frame.f_globals.get("__name__", "")
+    while name in _PASSING and frame.f_back is not None:
+        frame = frame.f_back
+        name = frame.f_globals.get("__name__", "")
     return (name in _TRUTHFUL or name.startswith(_TRUTHFUL_PREFIXES)) and name not in TOLD_AS_PROGRAM
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "torchdevice"
 UTILITIES = {"torchdevice.version", "torchdevice.patching", "torchdevice.atomic", "torchdevice.records",
+             "torchdevice.cachedir",
              "torchdevice.callers", "torchdevice.reporting"}
 RUNTIME_SIDE = {"device", "simulated", "fallback", "distributed", "standins", "runtime"}
 

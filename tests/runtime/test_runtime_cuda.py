@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import time
 
 import pytest
@@ -19,6 +21,31 @@ def test_programs_see_one_cuda_device_torch_internals_see_none(on_cpu):
     x = torch.ones(2, device="cuda")
     assert x.is_cuda
     assert not torch._C.TensorBase.is_cuda.__get__(x)  # what torch's C++ and Python internals see
+
+
+@contextlib.contextmanager
+def _nothing():
+    yield
+
+
+def _caller(module: str, ask):  # type: ignore[no-untyped-def]
+    """A function of module ``module`` that calls ``ask``."""
+    namespace = {"__name__": module, "ask": ask}
+    exec("def caller():\n    return ask(), torch.ones(1, device='cuda').is_cuda\n", {**namespace, "torch": torch},
+         namespace)
+    return namespace["caller"]
+
+
+@pytest.mark.parametrize("between", [lambda f: f, functools.partial, lambda f: _nothing()(f),
+                                     lambda f: functools.wraps(f)(functools.partial(f))],
+                         ids=["nothing", "partial", "decorator", "wrapped partial"])
+def test_who_asks_is_the_code_past_what_passes_the_call_on(on_cpu, between):
+    """A decorator or a ``functools.partial`` between the asking code and the answer does not change the answer:
+    the program is told CUDA is there, torch's own code and the packages told the truth that it is not."""
+    ask = between(torch.cuda.is_available)
+    assert _caller("train", ask)() == (True, True)
+    assert _caller("torch.utils.something", ask)() == (False, False)
+    assert _caller(next(iter(TOLD_THE_TRUTH)) + ".backend", ask)() == (False, False)
 
 
 def test_device_selection(on_cpu):

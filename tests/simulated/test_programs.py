@@ -89,20 +89,37 @@ def test_program_calling_ops_mps_lacks():
         assert fallbacks[f"aten::{op}"].get(route, 0) >= 1, (op, fallbacks)
 
 
-@pytest.mark.timeout(600)
-def test_mp_spawn_ddp_on_two_emulated_devices(tmp_path):
-    """Two ranks, each on the Mac's one device, gloo under NCCL's name: the same parameters as the CPU target."""
-    ddp = str(ROOT / "tests" / "processes" / "programs" / "ddp_spawn.py")
+def ranks(program: Path, tmp_path: Path) -> dict[str, list[dict]]:
+    """What each rank of ``program`` (``mp.spawn`` over 2 emulated devices) wrote, per target."""
     results = {}
     for target in ("cpu", "mps-sim"):
         out = tmp_path / target
         out.mkdir()
-        assert "fallbacks" in on(target, ddp, str(out), devices=2)[-1]
+        assert "fallbacks" in on(target, str(program), str(out), devices=2)[-1]
         results[target] = [json.loads(p.read_text()) for p in sorted(out.glob("rank*.json"))]
+    return results
+
+
+@pytest.mark.timeout(600)
+def test_mp_spawn_ddp_on_two_emulated_devices(tmp_path):
+    """Two ranks, each on the Mac's one device, gloo under NCCL's name: the same parameters as the CPU target."""
+    results = ranks(ROOT / "tests" / "processes" / "programs" / "ddp_spawn.py", tmp_path)
     assert [(r["rank"], r["device_count"], r["on"]) for r in results["mps-sim"]] == [(0, 2, "mps:0"), (1, 2, "mps:0")]
     assert results["mps-sim"][0]["params"] == results["mps-sim"][1]["params"]
     for got, expected in zip(results["mps-sim"][0]["params"], results["cpu"][0]["params"], strict=True):
         close(got, expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.timeout(600)
+def test_ddp_finding_unused_parameters_with_a_static_graph_and_bucket_views(tmp_path):
+    """DDP's reducer pins host memory for the device's map of used parameters (the compiled backend's hooks give
+    it): unused-parameter detection, a static graph and gradients as bucket views train as on the CPU target."""
+    results = ranks(PROGRAMS / "ddp_options.py", tmp_path)
+    assert [r["on"] for r in results["mps-sim"]] == ["mps:0", "mps:0"]
+    for option, expected in results["cpu"][0]["trained"].items():
+        assert results["mps-sim"][0]["trained"][option] == results["mps-sim"][1]["trained"][option]
+        for got, want in zip(results["mps-sim"][0]["trained"][option], expected, strict=True):
+            close(got, want, rtol=1e-5, atol=1e-6)
 
 
 def test_the_target_reaches_every_process():

@@ -24,19 +24,17 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import warnings
 from collections.abc import Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-import platformdirs
-
 if TYPE_CHECKING:
     import filelock
 
 from torchdevice import atomic
+from torchdevice.cachedir import cache_dir  # noqa: F401  (this module's directory, re-exported)
 from torchdevice.device.errors import Reason
 
 log = logging.getLogger("torchdevice.fallback")
@@ -45,18 +43,6 @@ ANY = "*"
 """The dtype of a verdict that holds for every dtype (a missing kernel)."""
 FORMAT = "torchdevice-capabilities/1"
 REASONS = ("kernel", "dtype")
-
-
-def cache_dir() -> Path | None:
-    """Where the capability files live, None for nowhere (see the module docstring)."""
-    explicit = os.environ.get("TORCHDEVICE_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    home = os.path.expanduser("~")  # $HOME (the root directory when it is empty), else the password database's
-    if not os.path.isabs(home) or Path(home) == Path(home).parent:
-        return None  # not /.cache, nor a folder in the working directory
-    path = platformdirs.user_cache_path("torchdevice", appauthor=False)
-    return path if path.is_absolute() else None
 
 
 @lru_cache(maxsize=1)

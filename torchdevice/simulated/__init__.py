@@ -18,12 +18,13 @@ from __future__ import annotations
 
 from torchdevice.device.target import SIMULATED_MPS, Target
 from torchdevice.patching import Patcher
-from torchdevice.simulated import presentation
+from torchdevice.simulated import internals, presentation
 from torchdevice.simulated.kernels import SimulatedMPS
 
 
 def activate(patcher: Patcher) -> Target:
     """Simulate Apple silicon until ``patcher.restore()``; the target it is."""
+    internals.check(SIMULATED_MPS)
     sim = SimulatedMPS.apple(SIMULATED_MPS)
     library = sim.register()
     patcher.defer(library._destroy)

@@ -3,9 +3,12 @@
 Device tensors are real tensors of a backend torch knows (a ``TensorImpl`` of the ``PrivateUse1`` dispatch key,
 its autograd and autocast keys): ``type(x) is torch.Tensor``, ``nn.Parameter`` stays itself, the autograd engine,
 ``torch.compile``, pickling and ``copy.deepcopy`` treat them as they treat any device's. Their memory is the host's:
-a device tensor is made from a host tensor through DLPack (:func:`device_tensor`, which keeps the host tensor
-alive as long as the device storage lives), and the kernels compute on a host tensor over the same memory
-(:func:`host_alias`). What the program sees of them (``x.device`` is ``mps:0``) is :mod:`.presentation`'s.
+new device memory comes from :func:`allocate`, a host result becomes a device tensor over the same memory through
+:func:`device_tensor` (which keeps the host tensor alive as long as the device storage lives), and the kernels compute
+on a host tensor over a device tensor's memory (:func:`host_alias`). Both are the compiled backend's (:mod:`.backend`:
+its hooks, allocator and counted memory), or, where it cannot be built, the Python backend's (a DLPack capsule retagged
+as the device's, the host's allocator given through ctypes: :mod:`.internals`). What the program sees of them
+(``x.device`` is ``mps:0``) is :mod:`.presentation`'s.
 
 Why ``PrivateUse1`` and not torch's ``MPS`` dispatch key: torch's autograd engine asks the machine's accelerator for
 the streams of a device's gradients, and a build without MPS cannot be told MPS is its accelerator; a Python backend
@@ -24,17 +27,16 @@ import sys
 import threading
 import types
 import weakref
+from typing import Any
 
 import torch
 
+from torchdevice.simulated import backend, internals
+
 NAME = "mps_sim"
 """The backend's name (a device prints as ``mps_sim:0`` where torch's C++ names it: its error messages)."""
-_DLPACK_EXT_DEV = 12
-"""DLPack's device type of an extension device, which torch reads as ``PrivateUse1``."""
 _CAPSULE = ctypes.pythonapi.PyCapsule_GetPointer
 _CAPSULE.restype, _CAPSULE.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-_DEVICE_TYPE_OFFSET = ctypes.sizeof(ctypes.c_void_p)
-"""Where ``DLTensor.device.device_type`` sits in a ``DLManagedTensor``: right after the data pointer."""
 CPU = torch.device("cpu")
 _LIBC10 = {"darwin": "libc10.dylib", "win32": "c10.dll"}.get(sys.platform, "libc10.so")
 GENERATOR = torch.Generator()
@@ -43,6 +45,9 @@ GENERATOR = torch.Generator()
 _lock = threading.Lock()
 _live: list[int] = [0]
 """Bytes of the device's live allocations."""
+_memory: list[Any] = []
+"""The compiled backend's memory ops (wrap, empty, empty_strided, allocated), once it is registered."""
+_ops = torch.ops.torchdevice_sim
 _powered: list[int] = [0]
 """How many registrations of the device's kernels are alive: the device is available while one is."""
 
@@ -66,8 +71,8 @@ class _Guard(torch._C._acc.DeviceGuard):
 
 
 def register() -> torch.device:
-    """Make ``PrivateUse1`` the simulated Mac's device in this process (once; later calls return it); raises
-    when another backend holds ``PrivateUse1``."""
+    """Make ``PrivateUse1`` the simulated device in this process (once; later calls return it); raises when another
+    backend holds ``PrivateUse1``, or when the Python backend's use of torch's internals does not fit this torch."""
     with _lock:
         name = torch._C._get_privateuse1_backend_name()
         if name == NAME:
@@ -75,14 +80,23 @@ def register() -> torch.device:
         if name != "privateuseone":
             raise RuntimeError(f"torchdevice: the simulated Mac needs PyTorch's PrivateUse1 backend, which this "
                                f"program gave to {name!r}")
-        if not torch._C._acc.register_python_privateuseone_hook(_Hooks()):
-            raise RuntimeError("torchdevice: the simulated Mac needs PyTorch's PrivateUse1 backend, whose hooks "
-                               "another library registered")
+        if backend.load():
+            _ops.register_backend([GENERATOR])
+            _memory[:] = [_ops.wrap.default, _ops.empty.default, _ops.empty_strided.default, _ops.allocated.default]
+        else:
+            if not torch._C._acc.register_python_privateuseone_hook(_Hooks()):
+                raise RuntimeError("torchdevice: the simulated Mac needs PyTorch's PrivateUse1 backend, whose hooks "
+                                   "another library registered")
+            _give_an_allocator()
         torch._C._acc.register_python_privateuseone_device_guard(_Guard())
         torch.utils.rename_privateuse1_backend(NAME)
         torch._register_device_module(NAME, _device_module())
-        _give_an_allocator()
         return torch.device(NAME, 0)
+
+
+def compiled() -> bool:
+    """Whether the device runs on the compiled backend (:mod:`.backend`), after :func:`register`."""
+    return len(_memory) > 0
 
 
 def _give_an_allocator() -> None:
@@ -91,10 +105,12 @@ def _give_an_allocator() -> None:
     through its kernels (:func:`allocate`), and the Python paths that make storages directly are patched
     (:mod:`.presentation`)."""
     library = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", _LIBC10))
-    get = getattr(library, "_ZN3c1015GetCPUAllocatorEv", None)
-    set_allocator = getattr(library, "_ZN3c1012SetAllocatorENS_10DeviceTypeEPNS_9AllocatorEh", None)
+    get = getattr(library, internals.GET_CPU_ALLOCATOR, None)
+    set_allocator = getattr(library, internals.SET_ALLOCATOR, None)
     if get is None or set_allocator is None:
-        return
+        raise RuntimeError(f"torchdevice: the simulated devices' Python backend needs c10's allocator functions, which "
+                           f"torch {torch.__version__}'s {_LIBC10} does not export as torch {internals.RELEASE}'s did; "
+                           "let the compiled backend be built (a C++ compiler and ninja)")
     get.restype = ctypes.c_void_p
     set_allocator.argtypes = [ctypes.c_int8, ctypes.c_void_p, ctypes.c_uint8]
     set_allocator(torch._C._autograd.DeviceType.PrivateUse1.value, get(), 0)
@@ -102,8 +118,11 @@ def _give_an_allocator() -> None:
 
 def device_tensor(host: torch.Tensor) -> torch.Tensor:
     """A device tensor over ``host``'s memory (same sizes, strides and dtype), which keeps ``host`` alive."""
+    if _memory:
+        return _memory[0](host)
     capsule = torch.utils.dlpack.to_dlpack(host.detach())
-    ctypes.c_int32.from_address(_CAPSULE(capsule, b"dltensor") + _DEVICE_TYPE_OFFSET).value = _DLPACK_EXT_DEV
+    ctypes.c_int32.from_address(_CAPSULE(capsule, b"dltensor") + internals.DLPACK_DEVICE_TYPE_OFFSET).value = \
+        internals.DLPACK_EXT_DEV
     return torch.from_dlpack(capsule)
 
 
@@ -123,6 +142,8 @@ def host_bytes(storage: torch.UntypedStorage) -> torch.Tensor:
 def allocate(size: tuple[int, ...] | list[int], stride: tuple[int, ...] | list[int] | None,
              dtype: torch.dtype) -> torch.Tensor:
     """New device memory for a tensor of ``size`` and ``stride`` (contiguous when None): counted while it lives."""
+    if _memory:
+        return _memory[1](size, dtype) if stride is None else _memory[2](size, stride, dtype)
     host = torch.empty(size, dtype=dtype) if stride is None else torch.empty_strided(size, stride, dtype=dtype)
     made = device_tensor(host)
     storage = made.untyped_storage()  # one Python object while the memory lives (torch preserves it)
@@ -145,8 +166,9 @@ def power(on: bool) -> None:
 
 
 def allocated() -> int:
-    """Bytes of the device's live allocations (``torch.mps.current_allocated_memory()`` on a Mac)."""
-    return _live[0]
+    """Bytes of the device's live memory (``torch.mps.current_allocated_memory()`` on a Mac): on the compiled backend
+    every device storage, on the Python one those allocated by :func:`allocate`."""
+    return _memory[3]() if _memory else _live[0]
 
 
 def _device_module() -> types.ModuleType:

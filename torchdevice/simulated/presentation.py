@@ -11,7 +11,8 @@ While the simulation is installed (every patch through the runtime's patcher):
   of its live allocations, synchronisation (nothing to wait for);
 - checkpoints record device storages at ``mps:0``, as a Mac writes them, and storages recorded at ``mps`` (or
   ``mps_sim``) are restored onto the device;
-- ``Module.to`` keeps each parameter object, as a Mac's does (through torch's swapping of parameters);
+- ``Module.to`` keeps each parameter object, as a Mac's does (assigning ``param.data`` on the compiled backend,
+  :mod:`.backend`; swapping the parameters' tensors on the Python one);
 - ``torch.compile`` compiles: Dynamo and AOTAutograd trace as for any device, and the graphs of the simulated device
   run through its kernels (where a Mac's Inductor generates Metal kernels);
 - storages of the device are copied by its kernels (``copy.deepcopy``, ``Storage.to``), and ``.numpy()`` of a
@@ -32,8 +33,9 @@ import torch.serialization
 
 from torchdevice.callers import torch_internal
 from torchdevice.device.aten import cpp_device
+from torchdevice.device.hosted import HostedTensor
 from torchdevice.patching import Patcher
-from torchdevice.simulated.device import GENERATOR, NAME, allocate, allocated, host_alias, host_bytes
+from torchdevice.simulated.device import GENERATOR, NAME, allocate, allocated, compiled, host_alias, host_bytes
 
 SHOWN = torch.device("mps", 0)
 _IS_MPS = vars(torch._C.TensorBase)["is_mps"].__get__
@@ -71,9 +73,17 @@ def activate(patcher: Patcher, macos: tuple[int, int]) -> None:
     for name, answer in answers.items():
         patcher.set(torch.mps, name, answer)
     # ``Module.to`` keeps each parameter object (an optimizer built before ``model.cuda()`` trains it): on a Mac by
-    # swapping its data, which torch allows between the host and MPS and not with the device that stands for it
-    # here; torch's other way, swapping the parameters' tensors, keeps them too
-    patcher.set(torch.__future__, "get_swap_module_params_on_conversion", lambda: True)
+    # assigning its data, which torch allows between the host and MPS and not with the device that stands for it
+    # here; the compiled backend assigns it as torch does for MPS, the Python one can only swap the parameters'
+    # tensors, torch's other way (which weak references to a parameter and tensor subclasses' own ``.to`` defeat)
+    # (hosted tensors, as torch's wrapper subclasses, are swapped in)
+    if compiled():
+        patcher.set(torch, "_has_compatible_shallow_copy_type", _compatible(torch._has_compatible_shallow_copy_type))
+        patcher.set(torch.Tensor, "data", _data(vars(torch._C.TensorBase)["data"]))
+        module = torch.nn.modules.module
+        patcher.set(module, "is_traceable_wrapper_subclass", _or_hosted(module.is_traceable_wrapper_subclass))
+    else:
+        patcher.set(torch.__future__, "get_swap_module_params_on_conversion", lambda: True)
     patcher.set(torch.UntypedStorage, "clone", _clone(torch.UntypedStorage.clone))
     patcher.set(torch.storage, "_to", _to(torch.storage._to))
     patcher.set(torch.Tensor, "numpy", _numpy(torch.Tensor.numpy))
@@ -83,6 +93,48 @@ def activate(patcher: Patcher, macos: tuple[int, int]) -> None:
     entry = (0, _tag, _restore)
     registry.insert(0, entry)
     patcher.defer(lambda: registry.remove(entry))
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _across(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two plain strided tensors are one on the host and one on the device (as one on the host and one on
+    MPS)."""
+    return (type(a) in _PLAIN and type(b) in _PLAIN and {cpp_device(a).type, cpp_device(b).type} == {"cpu", NAME}
+            and a.layout == b.layout == torch.strided)
+
+
+def _or_hosted(original: Any) -> Any:
+    """``is_traceable_wrapper_subclass`` for ``Module._apply``: hosted tensors too, which it swaps in."""
+    @functools.wraps(original)
+    def swapped(t: object) -> bool:
+        return isinstance(t, HostedTensor) or original(t)
+
+    return swapped
+
+
+def _compatible(original: Any) -> Any:
+    """``torch._has_compatible_shallow_copy_type``: true between the host and the device, as between the host and
+    MPS (``Module._apply`` then assigns ``param.data``)."""
+    @functools.wraps(original)
+    def compatible(self: torch.Tensor, from_: torch.Tensor) -> bool:
+        return original(self, from_) or _across(self, from_)
+
+    return compatible
+
+
+def _data(original: Any) -> property:
+    """``Tensor.data``, whose assignment between the host and the device is the compiled backend's ``set_data``."""
+    def assign(self: torch.Tensor, value: torch.Tensor) -> None:
+        if isinstance(value, torch.Tensor) and _across(self, value):
+            if self.requires_grad and not (value.is_floating_point() or value.is_complex()):
+                original.__set__(self, value)  # torch's own error for a tensor that cannot require grad
+            torch.ops.torchdevice_sim.set_data(self, value)
+        else:
+            original.__set__(self, value)
+
+    return property(original.__get__, assign, doc=original.__doc__)
 
 
 def _clone(original: Any) -> Any:

@@ -1,0 +1,121 @@
+"""The simulated devices' backend: the compiled one (``backend.cpp``) gives torch's C++ what it asks of a device, the
+Python one stands in where it cannot be built, and neither runs on a torch its internals were not read from."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import weakref
+from pathlib import Path
+
+import pytest
+import torch
+
+import torchdevice
+from torchdevice.simulated import backend, internals
+
+INCLUDE = Path(torch.__file__).parent / "include" / "ATen" / "detail"
+
+
+def _virtuals(header: Path) -> set[str]:
+    return set(re.findall(r"virtual\s+[\w:<>&*\s]+?\b(\w+)\s*\(", header.read_text()))
+
+
+def test_the_compiled_backend_answers_every_hook_torch_asks_of_a_backend():
+    """Every hook of torch's accelerator interface (and the PrivateUse1 one's own) is implemented, so none of them
+    raises ``You should register PrivateUse1HooksInterface ... and implement ...`` (a new hook of a new torch fails
+    here); the backend is the one this machine loads."""
+    asked = (_virtuals(INCLUDE / "AcceleratorHooksInterface.h") | _virtuals(INCLUDE / "PrivateUse1HooksInterface.h"))
+    asked -= {"AcceleratorHooksInterface", "init"}  # the destructor; init does nothing by default
+    implemented = set(re.findall(r"(\w+)\([^)]*\) const override", backend.SOURCE.read_text()))
+    assert asked - implemented == set()
+    assert backend.load(), backend.why_not()
+
+
+def test_what_torch_asks_of_the_device_runs(mac):
+    """Module.to assigns param.data (the parameter object, its weak references and its optimizer kept), tensors'
+    data is assigned across host and device, storages resize, host memory is pinned for the device, the device's
+    generators are made, and its memory counts every live storage, as on a Mac."""
+    model = torch.nn.Linear(3, 2)
+    weight = model.weight
+    ref = weakref.ref(weight)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    model.to("cuda")
+    assert model.weight is weight and ref() is weight and weight.device.type == "mps"
+    before = weight.detach().cpu()
+    model(torch.ones(4, 3, device="cuda")).sum().backward()
+    optimizer.step()
+    assert weight.grad.device.type == "mps"
+    torch.testing.assert_close(weight.detach().cpu(), before - 0.5 * 4)
+    model.cpu()
+    assert model.weight is weight and weight.device.type == "cpu"
+
+    host = torch.zeros(3)
+    host.data = torch.arange(3.0, device="cuda")
+    assert host.device.type == "mps" and host.cpu().tolist() == [0.0, 1.0, 2.0]
+
+    storage = torch.arange(4.0, device="cuda").untyped_storage()
+    storage.resize_(32)
+    assert storage.nbytes() == 32 and torch.empty(0, device="cuda").set_(storage)[:4].cpu().tolist() == [0, 1, 2, 3]
+
+    pinned = torch._C.TensorBase.pin_memory(torch.ones(4))
+    assert torch._C.TensorBase.is_pinned(pinned) and not torch._C.TensorBase.is_pinned(torch.ones(4))
+    assert torch.Generator(device="cuda").initial_seed() >= 0
+
+    start = torch.cuda.memory_allocated()
+    result = torch.ones(256, device="cuda") * 2  # a kernel's result counts, as any device storage
+    assert torch.cuda.memory_allocated() - start >= 1024  # the ones are freed, the product lives
+    del result
+    assert torch.cuda.memory_allocated() - start < 1024
+
+
+@pytest.mark.processes
+def test_the_python_backend_stands_in_where_the_compiled_one_cannot_be_had(tmp_path):
+    """``TORCHDEVICE_BACKEND=python`` (as on a machine without a compiler): the same program gives the same numbers,
+    said once at INFO, with what it lacks."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import json, torch\n"
+        "torch.manual_seed(0)\n"
+        "model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))\n"
+        "weight = model[0].weight\n"
+        "model.cuda()\n"
+        "optimizer = torch.optim.AdamW(model.parameters(), lr=0.01)\n"
+        "x = torch.randn(16, 4, device='cuda')\n"
+        "for _ in range(3):\n"
+        "    optimizer.zero_grad(); loss = model(x).pow(2).mean(); loss.backward(); optimizer.step()\n"
+        "print(json.dumps({'loss': loss.item(), 'on': str(x.device), 'kept': model[0].weight is weight,"
+        " 'allocated': torch.cuda.memory_allocated() > 0}))\n")
+    outputs = {}
+    for choice in ("compiled", "python"):
+        env = {**os.environ, backend.CHOICE: choice, "TORCHDEVICE_LOG": "info"}
+        done = subprocess.run([sys.executable, "-m", "torchdevice", "run", "--target", "mps-sim", str(program)],
+                              capture_output=True, text=True, env=env, timeout=300)
+        assert done.returncode == 0, done.stderr
+        outputs[choice] = json.loads(done.stdout.splitlines()[-1])
+        said = "run on the Python backend" in done.stderr
+        assert said == (choice == "python"), done.stderr
+    assert outputs["python"]["on"] == outputs["compiled"]["on"] == "mps:0"
+    assert outputs["python"]["kept"] and outputs["compiled"]["kept"]
+    assert outputs["python"]["allocated"] and outputs["compiled"]["allocated"]
+    torch.testing.assert_close(outputs["python"]["loss"], outputs["compiled"]["loss"], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("version", ["2.14.0", "2.12.1+cpu"])
+def test_another_torch_release_is_refused_at_install_naming_both(monkeypatch, version):
+    monkeypatch.setattr(torch, "__version__", version)
+    available = torch.cuda.is_available
+    with pytest.raises(RuntimeError, match=re.escape(f"read from torch {internals.RELEASE}, and this is torch "
+                                                     f"{version}")) as raised:
+        torchdevice.install("mps-sim")
+    assert "mps-sim" in str(raised.value)
+    assert torch.cuda.is_available is available  # nothing left installed
+
+
+def test_a_torch_without_an_internal_is_refused_naming_it(monkeypatch):
+    monkeypatch.delattr(torch._C, "_construct_storage_from_data_pointer")
+    with pytest.raises(RuntimeError, match="torch._C._construct_storage_from_data_pointer"):
+        torchdevice.install("mps-sim")
