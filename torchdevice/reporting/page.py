@@ -25,6 +25,7 @@ SECTIONS = {
     "redirects": ("Redirected calls", "op", "calls"),
     "standins": ("Stand-ins", "function", "calls"),
     "triton": ("Triton launches", "kernel", "launches"),
+    "warnings": ("Warnings", "warning", "value"),
 }
 SHOWN_EMPTY = ("fallbacks", "redirects", "standins", "warnings")
 """Sections that say ``none`` when empty: the runtime counted them, and found nothing."""
@@ -51,16 +52,16 @@ dl.facts dd{margin:0;overflow-wrap:anywhere}
 table{border-collapse:collapse;width:100%;margin:4px 0}
 th,td{padding:4px 10px;border-bottom:1px solid #eaeef2;vertical-align:top;text-align:left}
 th{font-size:13px;color:#57606a;font-weight:600;background:#f6f8fa}
-td.name{overflow-wrap:anywhere}
-td.key{white-space:nowrap}
-td.text{overflow-wrap:anywhere;font-size:14px;min-width:9em}
-th.num,td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
-td.bar{width:120px;padding-top:7px}
+td.name,td.text{overflow-wrap:break-word}
+td.key{white-space:nowrap;width:1%}
+td.text{font-size:14px}
+th.num,td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap;width:1%}
+td.bar{width:25%;padding-top:7px}
 td.bar svg{display:block;width:100%;height:14px}
 tfoot td{font-weight:600;border-top:2px solid #d0d7de;border-bottom:none}
 .none{color:#57606a;font-style:italic;margin:4px 0}
-ul.warnings{margin:4px 0;padding-left:20px}
-ul.warnings li{overflow-wrap:anywhere}
+ul.items{margin:4px 0;padding-left:20px}
+ul.items li{overflow-wrap:anywhere}
 a{color:#0969da;text-decoration:none}
 """
 
@@ -110,20 +111,17 @@ def _overview(processes: list[dict[str, Any]]) -> str:
 
 def _sections(values: dict[str, Any]) -> str:
     """A section per key: the known ones first, in :data:`SECTIONS`'s order, then the others in the document's."""
-    order = [k for k in (*SECTIONS, "warnings") if k in values or k in SHOWN_EMPTY]
+    order = [k for k in SECTIONS if k in values or k in SHOWN_EMPTY]
     order += [k for k in values if k not in order]
     return "\n".join(_section(key, values.get(key)) for key in order)
 
 
 def _section(key: str, value: Any) -> str:
-    heading, name, number = SECTIONS.get(key, (LABELS.get(key, key.replace("_", " ").capitalize()), "name", "value"))
-    if key == "warnings":
-        heading = "Warnings"
-    body: str
+    heading, name, number = SECTIONS.get(key, (key.replace("_", " ").capitalize(), "name", "value"))
     if not value:
         body = '<p class="none">none</p>'
     elif isinstance(value, list) and not any(isinstance(item, dict) for item in value):
-        body = '<ul class="warnings">' + "".join(f"<li>{_text(item)}</li>" for item in value) + "</ul>"
+        body = '<ul class="items">' + "".join(f"<li>{_text(item)}</li>" for item in value) + "</ul>"
     else:
         body = _table(_rows(value, name, number))
     return f'<div class="section" data-section="{_text(key)}"><h3>{_text(heading)}</h3>{body}</div>'
@@ -163,6 +161,8 @@ def _table(rows: list[dict[str, Any]], columns: list[str] | None = None, links: 
             if c == "seconds" and most:
                 cells.append(f'<td class="bar">{_bar(row.get(c, 0) / most, row.get("route", ""))}</td>')
             shown = _text(_format(c, row[c])) if c in row else ""
+            if kinds[c] == "name":
+                shown = _breakable(shown)
             if c == links:
                 shown = f'<a href="#process-{_text(row[c])}">{shown}</a>'
             cells.append(f'<td class="{kinds[c]}" data-column="{_text(c)}">{shown}</td>')
@@ -213,6 +213,14 @@ def _scalar(value: Any) -> bool:
 
 def _text(value: Any) -> str:
     return html.escape(str(value), quote=True)
+
+
+def _breakable(name: str) -> str:
+    """An escaped name (``aten::_foo_backward.Tensor``) that may wrap after its ``::``, ``_``, ``.`` and ``/``
+    (and nowhere else: no word cut in two)."""
+    for mark in ("::", "_", ".", "/"):
+        name = name.replace(mark, mark + "<wbr>")
+    return name
 
 
 def _embedded(document: dict[str, Any]) -> str:

@@ -182,13 +182,16 @@ def _content(document: dict[str, Any], path: Path) -> str:
 
 
 def versions() -> dict[str, str]:
-    """What the program ran with: torch, torchdevice, Python and the platform."""
+    """What the program ran with: torch, torchdevice, Python and the platform (its system and release, macOS's
+    version, the machine; not :func:`platform.platform`, which starts a process)."""
     import torch
 
     from torchdevice.version import __version__
 
+    uname = platform.uname()
+    system = f"macOS {platform.mac_ver()[0]}" if uname.system == "Darwin" else f"{uname.system} {uname.release}"
     return {"torch": str(torch.__version__), "torchdevice": __version__, "python": platform.python_version(),
-            "platform": platform.platform()}
+            "platform": f"{system} {uname.machine}"}
 
 
 def _entry(session: Session) -> dict[str, Any]:
