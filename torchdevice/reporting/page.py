@@ -30,7 +30,7 @@ SECTIONS = {
 SHOWN_EMPTY = ("fallbacks", "redirects", "standins", "warnings")
 """Sections that say ``none`` when empty: the runtime counted them, and found nothing."""
 HEADER = ("command", "target", "wall_seconds", "versions", "processes", "format")
-"""The program's keys shown above its sections, not as sections of their own."""
+"""The program's keys shown at the top of the page (with any other plain value it has), not in its sections."""
 LABELS = {"parent_pid": "parent", "wall_seconds": "wall time", "count": "calls", "format": "report format"}
 COLOURS = {"cpu": "#4c78a8", "mlx": "#e45756"}
 """Bar colours per fallback route; others get the last one."""
@@ -77,12 +77,13 @@ def render(document: dict[str, Any]) -> str:
         '<header><h1>torchdevice report</h1>',
         f'<div class="command"><code>{_text(document.get("command", ""))}</code></div>',
         _facts({"target": document.get("target"), "wall_seconds": document.get("wall_seconds"),
-                "processes": len(processes), **document.get("versions", {}), "format": document.get("format")}),
+                "processes": len(processes), **document.get("versions", {}), "format": document.get("format"),
+                **{k: v for k, v in document.items() if k not in HEADER and _scalar(v)}}),
         "</header>",
         _overview(processes),
         f'<section class="block" id="program"><h2>The program: {len(processes)} process'
         f'{"es" if len(processes) != 1 else ""}</h2>',
-        _sections({k: v for k, v in document.items() if k not in HEADER}),
+        _sections({k: v for k, v in document.items() if k not in HEADER and not _scalar(v)}),
         "</section>",
     ]
     for process in processes:
