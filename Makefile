@@ -8,7 +8,7 @@ JOBS   ?= auto
 # package itself declares the range it supports (pyproject.toml).
 PIP_INSTALL := $(PY) -m pip install -q -c constraints.txt
 
-.PHONY: venv demo test test-fast test-consistency external-suites catalog mps-messages generate check-generated status bench lint wheel clean
+.PHONY: venv browser demo test test-fast test-consistency external-suites catalog mps-messages generate check-generated status bench lint wheel clean
 
 $(STAMP): pyproject.toml constraints.txt torchdevice.pth
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,12 +26,20 @@ $(STAMP): pyproject.toml constraints.txt torchdevice.pth
 
 venv: $(STAMP)
 
+# The headless browser the report page's tests open it in (tests/report/test_report_page.py): nothing when one is
+# here, else Chromium from the system's packages where apt-get runs as root (CI); elsewhere those tests skip.
+browser:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || command -v google-chrome >/dev/null \
+		|| { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq \
+		     && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; } \
+		|| echo "no Chromium here: the report page's tests skip (apt-get install chromium)"
+
 demo: $(STAMP)
 	TORCHDEVICE_LOG=info $(VENV)/bin/torchdevice run examples/gpt_train.py --steps 20
 	$(VENV)/bin/torchdevice rewrite examples/gpt_train.py --diff; test $$? -le 1
 
 # The whole suite (CI runs it, and `make lint`).
-test: $(STAMP) check-generated
+test: $(STAMP) check-generated browser
 	$(PY) -m pytest -n $(JOBS) -q
 
 # The edit-test tier: every test that starts no process (tests/conftest.py holds the marker to that).

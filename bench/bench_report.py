@@ -6,11 +6,14 @@
   the simulated MPS target, through the CPU route);
 - at exit: ``torchdevice run --report FILE prog.py`` vs ``torchdevice run prog.py`` for a program that
   starts 4 Python processes, in fresh interpreters, interleaved, medians of the CPU time of the whole
-  process tree (on a shared machine, wall time mostly measures the other processes).
+  process tree (on a shared machine, wall time mostly measures the other processes);
+- the page (``--report FILE.html``): rendering the report of a long run of 16 processes, each with 200
+  fallen-back overloads and 300 redirected functions, against writing it as JSON; the page's size.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import statistics
@@ -28,6 +31,7 @@ from bench.timing import per_call
 from torchdevice.fallback import Engine
 from torchdevice.fallback.cache import CapabilityCache
 from torchdevice.reporting import counts as report
+from torchdevice.reporting import page, program
 from torchdevice.simulated.kernels import SimulatedMPS
 
 PROGRAM = """\
@@ -82,6 +86,23 @@ def at_exit() -> Iterator[dict[str, Any]]:
            "target_added_ms": 100}
 
 
+def rendering() -> Iterator[dict[str, Any]]:
+    def entry(pid: int) -> dict[str, Any]:
+        return {"pid": pid, "parent_pid": 1, "role": f"DataLoader worker {pid}", "command": "python train.py",
+                "target": "mps", "seconds": 3600.0, "standins": {}, "warnings": [],
+                "redirects": {f"torch.op_{i}": {"cuda->mps": 1000 + i} for i in range(300)},
+                "fallbacks": [{"op": f"aten::op_{i}", "route": "cpu", "count": 50_000 + i, "seconds": i / 7,
+                               "why": "no MPS kernel"} for i in range(200)]}
+
+    document = program.merge(entry(0), [entry(pid) for pid in range(1, 16)])
+    rendered = per_call(lambda: page.render(document), number=1, repeat=5, timer=time.process_time)
+    dumped = per_call(lambda: json.dumps(document, indent=1), number=1, repeat=5, timer=time.process_time)
+    yield {"name": "report page of 16 processes x 200 fallback rows + 300 redirected functions vs its JSON",
+           "candidate_s": rendered, "baseline_s": dumped, "page_bytes": len(page.render(document).encode()),
+           "json_bytes": len(json.dumps(document, indent=1).encode()), "target_s": 1.0}
+
+
 def run() -> Iterator[dict[str, Any]]:
     yield from accounting()
     yield from at_exit()
+    yield from rendering()

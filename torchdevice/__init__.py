@@ -44,8 +44,8 @@ def install(target: str | torch.device | None = None, *, prefer_mlx: bool = Fals
     functions by name (``from torch import zeros``): such names keep the originals (a warning names them).
 
     ``report``: at exit, write what the runtime did in this process and every process it starts to this
-    JSON file, and a summary on stderr (default: ``$TORCHDEVICE_REPORT``; see
-    :mod:`torchdevice.reporting.program`).
+    file (JSON; a self-contained HTML page for a name ending in ``.html``), and a summary on stderr
+    (default: ``$TORCHDEVICE_REPORT``; see :mod:`torchdevice.reporting.program`).
     """
     from torchdevice.runtime import activation
 

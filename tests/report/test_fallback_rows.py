@@ -1,5 +1,6 @@
 """The report's rows of fallen-back aten overloads, from the engine on a simulated MPS target: how many calls,
-by which route, how long they took there and why; and how rows of several processes add up."""
+by which route, how long they took there and why; and how rows of several processes add up (each
+with its share of its process's time)."""
 
 from __future__ import annotations
 
@@ -50,5 +51,7 @@ def test_rows_of_several_processes_add_up_and_get_their_share_of_the_wall_time()
     assert [p["pid"] for p in document["processes"]] == [1, 2]
     [total] = document["fallbacks"]
     assert (total["count"], total["seconds"], total["share"]) == (5, 1.5, pytest.approx(0.15))
+    assert [p["fallbacks"][0]["share"] for p in document["processes"]] == [pytest.approx(0.1), pytest.approx(0.125)]
+    assert document["versions"]["torch"] == torch.__version__
     text = program_report.summary(document, "")
     assert "aten::cummax  cpu  5 calls  1.500 s  15.0%  (no MPS kernel)" in text

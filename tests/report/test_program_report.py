@@ -69,8 +69,9 @@ def test_install_report_and_the_environment_variable_make_the_same_report(tmp_pa
         assert document["processes"][1]["redirects"]["torch.ones"] == {"cuda->cpu": 2}
 
 
-def test_unwritable_report_file_costs_the_run_nothing(tmp_path):
-    path = tmp_path / "missing" / "report.json"
+@pytest.mark.parametrize("name", ["report.json", "report.html"])
+def test_unwritable_report_file_costs_the_run_nothing(tmp_path, name):
+    path = tmp_path / "missing" / name
     script = tmp_path / "sums.py"
     script.write_text("import torch\nprint(torch.zeros(2, device='cuda').sum())\n")
     done = torchdevice_run("--report", str(path), str(script))

@@ -37,8 +37,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--devices", type=_positive, metavar="N",
                         help="emulate N CUDA devices, each of them the target (default: $TORCHDEVICE_DEVICES, else 1)")
     parser.add_argument("--report", metavar="FILE",
-                        help="at exit, write what the runtime did in every process of the program to FILE (JSON) "
-                             "and print a summary on stderr")
+                        help="at exit, write what the runtime did in every process of the program to FILE (JSON; "
+                             "a page to look at, self-contained HTML, when FILE ends in .html) and print a summary "
+                             "on stderr")
     parser.add_argument("-m", dest="run_module", nargs=argparse.REMAINDER, metavar="MODULE [ARGS...]",
                         help="run library module MODULE as a script, with its arguments")
     parser.add_argument("program", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS...]",

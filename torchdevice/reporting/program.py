@@ -1,5 +1,5 @@
-"""The report of a whole program: what the runtime did in every process, one JSON file written at exit, and a
-short summary on stderr.
+"""The report of a whole program: what the runtime did in every process, one file written at exit (JSON, or a
+page to look at when its name ends in ``.html``: :mod:`.page`), and a short summary on stderr.
 
 The process that asks for it (``torchdevice run --report FILE``, ``install(report=FILE)``,
 ``TORCHDEVICE_REPORT=FILE``) is the program's *main* process: it makes a temporary directory, which
@@ -7,7 +7,8 @@ The process that asks for it (``torchdevice run --report FILE``, ``install(repor
 :mod:`.processes`), so that each of them joins. At its exit each process writes its own entry there
 (``PID.json``: pid, parent, role, command, seconds, redirects, fallbacks per aten overload and route
 with seconds and why, stand-ins, torchdevice's warnings); the main process, at its exit, adds its own,
-merges them all into FILE (written whole or not at all) and removes the directory. Forked children
+merges them all into FILE (written whole or not at all), with the program's target and the versions of torch,
+torchdevice, Python and the platform, and removes the directory. Forked children
 (``fork`` start method, ``os.fork``) start from zeroed counters and write their own entry too.
 
 Asked for or not, the runtime counts the same things (:mod:`.counts`): the report adds nothing to
@@ -23,6 +24,7 @@ import json
 import logging
 import multiprocessing.util
 import os
+import platform
 import shlex
 import shutil
 import sys
@@ -161,13 +163,35 @@ def finish() -> None:
     try:
         from torchdevice import atomic
 
-        atomic.write(session.path, json.dumps(document, indent=1) + "\n")
+        atomic.write(session.path, _content(document, session.path))
         where = str(session.path)
     except OSError as exc:
         where = ""
         if not session.said_unwritable:
             print(f"torchdevice: cannot write the report to {session.path}: {exc.strerror or exc}", file=sys.stderr)
     print(summary(document, where), file=sys.stderr)
+
+
+def _content(document: dict[str, Any], path: Path) -> str:
+    """The report file's content: a page (:mod:`.page`) for a name ending in ``.html`` or ``.htm``, else JSON."""
+    from torchdevice.reporting import page
+
+    if path.suffix.lower() in page.SUFFIXES:
+        return page.render(document)
+    return json.dumps(document, indent=1) + "\n"
+
+
+def versions() -> dict[str, str]:
+    """What the program ran with: torch, torchdevice, Python and the platform (its system and release, macOS's
+    version, the machine; not :func:`platform.platform`, which starts a process)."""
+    import torch
+
+    from torchdevice.version import __version__
+
+    uname = platform.uname()
+    system = f"macOS {platform.mac_ver()[0]}" if uname.system == "Darwin" else f"{uname.system} {uname.release}"
+    return {"torch": str(torch.__version__), "torchdevice": __version__, "python": platform.python_version(),
+            "platform": f"{system} {uname.machine}"}
 
 
 def _entry(session: Session) -> dict[str, Any]:
@@ -216,7 +240,8 @@ def _read_entries(directory: str) -> list[dict[str, Any]]:
 
 
 def merge(main: dict[str, Any], others: list[dict[str, Any]]) -> dict[str, Any]:
-    """The report: every process's entry (main first), and the program's totals."""
+    """The report: every process's entry (main first, each fallback row with its ``share`` of the process's
+    time), and the program's totals (the shares of the main process's wall time)."""
     processes = [main, *sorted(others, key=lambda e: e["pid"])]
     redirects: dict[str, dict[str, int]] = {}
     fallbacks: dict[tuple[str, str], dict[str, Any]] = {}
@@ -228,6 +253,7 @@ def merge(main: dict[str, Any], others: list[dict[str, Any]]) -> dict[str, Any]:
                 redirects.setdefault(op, {}).setdefault(route, 0)
                 redirects[op][route] += n
         for row in p["fallbacks"]:
+            row["share"] = row["seconds"] / p["seconds"] if p["seconds"] > 0 else 0.0
             total = fallbacks.setdefault((row["op"], row["route"]), {**row, "count": 0, "seconds": 0.0})
             total["count"] += row["count"]
             total["seconds"] += row["seconds"]
@@ -242,6 +268,7 @@ def merge(main: dict[str, Any], others: list[dict[str, Any]]) -> dict[str, Any]:
         "format": FORMAT,
         "command": main["command"],
         "target": main["target"],
+        "versions": versions(),
         "wall_seconds": wall,
         "processes": processes,
         "redirects": {op: redirects[op] for op in sorted(redirects)},
