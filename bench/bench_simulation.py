@@ -1,22 +1,43 @@
-"""What the simulated Mac costs per op: the same op on its device tensors (a kernel that computes on host memory,
-after the refusal checks a Mac's MPS makes) against plain CPU tensors with torchdevice not installed, alternating
-rounds in one process. A Mac has none of this cost; it is what a Linux run under ``--target mps-sim`` pays."""
+"""What the simulated Mac costs per op and per training step: the same work on its device tensors (a kernel that
+computes on host memory, after the refusal checks a Mac's MPS makes) against plain CPU tensors with torchdevice not
+installed, alternating rounds in one process. A Mac has none of this cost; it is what a Linux run under
+``--target mps-sim`` pays. The training steps are forward, backward and AdamW: an MLP, and the GPT of
+``examples/gpt_train.py`` (embeddings, two attention blocks) in float32."""
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 from bench.timing import per_call
 
 ROUNDS = 3
 
 
-def _step(model: torch.nn.Module, x: torch.Tensor) -> None:
-    model.zero_grad()
-    model(x).square().mean().backward()
+def _gpt() -> Any:
+    """``examples/gpt_train.py``'s GPT class."""
+    path = Path(__file__).resolve().parents[1] / "examples" / "gpt_train.py"
+    spec = importlib.util.spec_from_file_location("gpt_train", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.GPT
+
+
+def _trainer(model: torch.nn.Module, loss: Callable[[torch.nn.Module], torch.Tensor]) -> Callable[[], None]:
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def step() -> None:
+        optimizer.zero_grad()
+        loss(model).backward()
+        optimizer.step()
+
+    return step
 
 
 def _cases(device: str) -> list[tuple[str, Callable[[], object], int]]:
@@ -28,13 +49,17 @@ def _cases(device: str) -> list[tuple[str, Callable[[], object], int]]:
     conv = torch.nn.Conv2d(16, 16, 3, padding=1).to(device)
     mlp = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)).to(device)
     batch = torch.randn(32, 64, device=device)
+    gpt = _gpt()(vocab=32, block=32).to(device)
+    tokens = torch.randint(32, (8, 33), device=device)
     return [
         ("add of 16 floats", lambda: small + 1, 20_000),
         ("view small[2:]", lambda: small[2:], 20_000),
         ("add of 1M floats", lambda: large + 1, 200),
         ("mm 256x256", lambda: a @ b, 200),
         ("conv2d 8x16x32x32, 3x3", lambda: conv(image), 50),
-        ("MLP training step (forward, backward)", lambda: _step(mlp, batch), 200),
+        ("MLP training step (forward, backward, AdamW)", _trainer(mlp, lambda m: m(batch).square().mean()), 200),
+        ("GPT training step (2 blocks, forward, backward, AdamW)",
+         _trainer(gpt, lambda m: F.cross_entropy(m(tokens[:, :-1]).flatten(0, 1), tokens[:, 1:].flatten())), 20),
     ]
 
 

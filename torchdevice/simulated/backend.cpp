@@ -11,6 +11,7 @@
 // - `set_data`: `param.data = tensor` between the host and the device, as torch allows it between the host and
 //   MPS (its check knows torch's own backends, not PrivateUse1).
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
@@ -21,6 +22,9 @@
 #include <torch/library.h>
 
 #include <atomic>
+#include <memory>
+#include <string>
+#include <unordered_map>
 #include <cstring>
 #include <mutex>
 #include <unordered_set>
@@ -167,16 +171,250 @@ void release_held(void* ctx) {
   delete held;
 }
 
+// Device memory that is host storage `host`'s (counted, and keeping it alive).
+c10::DataPtr held(const c10::Storage& host) {
+  auto nbytes = static_cast<int64_t>(host.nbytes());
+  auto* kept = new Held{host, nbytes};
+  count(nbytes);
+  return {const_cast<void*>(host.data()), kept, &release_held,
+          c10::Device(kDevice, hooks ? hooks->getCurrentDevice() : 0)};
+}
+
 // A device tensor over host tensor `host`'s memory (its sizes, strides, offset and dtype), which keeps it alive.
 at::Tensor wrap(const at::Tensor& host) {
   const auto& storage = host.storage();
-  auto nbytes = static_cast<int64_t>(storage.nbytes());
-  auto* held = new Held{storage, nbytes};
-  count(nbytes);
-  c10::DataPtr data(const_cast<void*>(storage.data()), held, &release_held,
-                    c10::Device(kDevice, hooks ? hooks->getCurrentDevice() : 0));
-  return make(c10::Storage(c10::Storage::use_byte_size_t(), nbytes, std::move(data), &device_allocator, false), host);
+  return make(c10::Storage(c10::Storage::use_byte_size_t(), storage.nbytes(), held(storage), &device_allocator, true),
+              host);
 }
+
+// -- The device's kernels in C++: the CPU's, on host views of the device's memory ---------------------------------
+//
+// A host view is a CPU tensor over a device tensor's memory: one host storage per device storage of a call, so that
+// the CPU's kernel sees what aliases what, each holding its device storage while it lives. The CPU's kernel computes
+// the call as it computes it for host tensors; then what it did becomes the device's: storages it grew (an `out=`
+// tensor resized, an in-place op that grows its tensor) are adopted by their device storages, device tensors take
+// the sizes their host views were given, the arguments it returns are the caller's own tensors, views of the call's
+// host storages are device views of the device storages, new host memory is wrapped (no copy). Before computing,
+// the call is refused as the device refuses it: float64 and complex128 where the device has none, a host tensor that
+// is not a scalar mixed with device tensors. Registered (`use_kernels`) for the overloads the Python side chose:
+// those whose refusals are no more than these.
+
+struct HostView final : c10::TensorImpl {
+  HostView(c10::Storage storage, caffe2::TypeMeta dtype)
+      : c10::TensorImpl(std::move(storage), c10::DispatchKeySet(c10::DispatchKey::CPU), dtype) {}
+};
+
+struct Refusals {
+  bool wide = false;
+  std::string wide_message;
+  std::string placement_message;
+};
+
+Refusals refusals;
+std::unique_ptr<torch::Library> kernels;
+
+bool is_wide(c10::ScalarType type) { return type == c10::kDouble || type == c10::kComplexDouble; }
+
+void release_storage(void* ctx) { delete static_cast<c10::Storage*>(ctx); }
+
+at::Tensor device_view(const c10::Storage& storage, const at::Tensor& like) {
+  auto made = make(storage, like);
+  made.unsafeGetTensorImpl()->_set_conj(like.is_conj());
+  made.unsafeGetTensorImpl()->_set_neg(like.is_neg());
+  return made;
+}
+
+struct Call {
+  std::unordered_map<c10::TensorImpl*, at::Tensor> views;         // device tensor -> its host view
+  std::unordered_map<c10::TensorImpl*, at::Tensor> owners;        // host view -> the device tensor
+  std::unordered_map<c10::StorageImpl*, c10::Storage> host_of;    // device storage -> its host storage
+  std::unordered_map<c10::StorageImpl*, c10::Storage> device_of;  // host storage -> the device storage
+  bool device = false, host_array = false, wide = false;
+
+  c10::Storage host_storage(const c10::Storage& storage) {
+    auto found = host_of.find(storage.unsafeGetStorageImpl());
+    if (found != host_of.end()) {
+      return found->second;
+    }
+    c10::DataPtr data(storage.mutable_data(), new c10::Storage(storage), &release_storage,
+                      c10::Device(c10::DeviceType::CPU));
+    c10::Storage host(c10::Storage::use_byte_size_t(), storage.nbytes(), std::move(data), c10::GetCPUAllocator(), true);
+    host_of.emplace(storage.unsafeGetStorageImpl(), host);
+    device_of.emplace(host.unsafeGetStorageImpl(), storage);
+    return host;
+  }
+
+  at::Tensor to_host(const at::Tensor& t) {
+    if (!t.defined()) {
+      return t;
+    }
+    auto* impl = t.unsafeGetTensorImpl();
+    if (refusals.wide && is_wide(t.scalar_type()) && !impl->is_wrapped_number()) {
+      wide = true;
+    }
+    if (t.device().type() != kDevice) {
+      host_array = host_array || t.dim() > 0;
+      return t;
+    }
+    device = true;
+    auto found = views.find(impl);
+    if (found != views.end()) {
+      return found->second;
+    }
+    auto view = c10::make_intrusive<HostView>(host_storage(t.storage()), t.dtype());
+    view->set_sizes_and_strides(t.sizes(), t.strides(), t.storage_offset());
+    view->_set_conj(t.is_conj());
+    view->_set_neg(t.is_neg());
+    at::Tensor host(std::move(view));
+    views.emplace(impl, host);
+    owners.emplace(host.unsafeGetTensorImpl(), t);
+    return host;
+  }
+
+  at::Tensor to_device(const at::Tensor& h) {
+    if (!h.defined()) {
+      return h;
+    }
+    auto found = owners.find(h.unsafeGetTensorImpl());
+    if (found != owners.end()) {
+      return found->second;
+    }
+    TORCH_CHECK_NOT_IMPLEMENTED(h.layout() == c10::kStrided, "torchdevice: a ", h.layout(),
+                                " result of the simulated device's C++ kernel");
+    if (h.device().type() != c10::DeviceType::CPU) {
+      return h;
+    }
+    auto storage = device_of.find(h.storage().unsafeGetStorageImpl());
+    if (storage != device_of.end()) {
+      return device_view(storage->second, h);
+    }
+    at::Tensor resolved = h.is_conj() ? h.resolve_conj() : h;
+    return wrap(resolved.is_neg() ? resolved.resolve_neg() : resolved);
+  }
+
+  // What the kernel did to the host storages and views, done to the device's.
+  void sync() {
+    for (auto& [host_impl, storage] : device_of) {
+      if (host_impl->data() != storage.data() || host_impl->nbytes() != storage.nbytes()) {  // grown by the kernel
+        auto* impl = storage.unsafeGetStorageImpl();
+        impl->set_data_ptr_noswap(held(c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(host_impl))));
+        impl->set_nbytes(host_impl->nbytes());
+      }
+    }
+    for (auto& [view_impl, owner] : owners) {
+      auto* impl = owner.unsafeGetTensorImpl();
+      if (impl->sizes() != view_impl->sizes() || impl->strides() != view_impl->strides() ||
+          impl->storage_offset() != view_impl->storage_offset()) {
+        impl->set_sizes_and_strides(view_impl->sizes(), view_impl->strides(), view_impl->storage_offset());
+      }
+    }
+  }
+};
+
+c10::IValue mapped(const c10::IValue& value, const std::function<at::Tensor(const at::Tensor&)>& fn) {
+  if (value.isTensor()) {
+    return fn(value.toTensor());
+  }
+  if (value.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : value.toTensorList()) {
+      out.push_back(fn(t));
+    }
+    return out;
+  }
+  if (value.isList() && value.toList().elementType()->kind() == c10::TypeKind::OptionalType) {
+    auto list = value.toList();
+    if (list.elementType()->castRaw<c10::OptionalType>()->getElementType()->kind() == c10::TypeKind::TensorType) {
+      c10::List<std::optional<at::Tensor>> out;
+      for (size_t i = 0; i < list.size(); i++) {
+        c10::IValue item = list.get(i);
+        out.push_back(item.isNone() ? std::optional<at::Tensor>() : std::optional<at::Tensor>(fn(item.toTensor())));
+      }
+      return out;
+    }
+  }
+  return value;
+}
+
+bool is_a(const c10::TypePtr& type, c10::TypeKind kind) {
+  return type->kind() == kind ||
+         (type->kind() == c10::TypeKind::OptionalType && type->castRaw<c10::OptionalType>()->getElementType()->kind() == kind);
+}
+
+// Placed: whether a host tensor that is not a scalar is refused among device tensors; Checked: whether the call is
+// refused at all (copies are not: the device holds what it holds).
+template <bool Placed, bool Checked = true>
+void kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  const auto& arguments = op.schema().arguments();
+  auto first = stack->size() - arguments.size();
+  Call call;
+  auto to_host = [&call](const at::Tensor& t) { return call.to_host(t); };
+  for (size_t i = 0; i < arguments.size(); i++) {
+    c10::IValue& value = (*stack)[first + i];
+    const auto& type = arguments[i].real_type();
+    if (value.isNone()) {
+      if (is_a(type, c10::TypeKind::GeneratorType)) {
+        value = hooks->getDefaultGenerator(-1);  // the device's own, as its kernels draw from
+      }
+      continue;
+    }
+    if (refusals.wide && value.isInt() && is_a(type, c10::TypeKind::ScalarTypeType)) {
+      call.wide = call.wide || is_wide(static_cast<c10::ScalarType>(value.toInt()));
+    }
+    value = mapped(value, to_host);
+  }
+  TORCH_CHECK_TYPE(!(Checked && call.wide), refusals.wide_message);
+  TORCH_CHECK(!(Placed && call.device && call.host_array), refusals.placement_message);
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  call.sync();
+  auto results = op.schema().returns().size();
+  auto to_device = [&call](const at::Tensor& t) { return call.to_device(t); };
+  for (size_t i = stack->size() - results; i < stack->size(); i++) {
+    (*stack)[i] = mapped((*stack)[i], to_device);
+  }
+}
+
+c10::ScalarType new_dtype(std::optional<c10::ScalarType> dtype) {
+  auto type = dtype.value_or(c10::typeMetaToScalarType(c10::get_default_dtype()));
+  TORCH_CHECK_TYPE(!(refusals.wide && is_wide(type)), refusals.wide_message);
+  return type;
+}
+
+// New device memory, as the device allocates it (refusing the dtypes it has none of).
+at::Tensor device_empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype, std::optional<c10::Layout>,
+                        std::optional<c10::Device>, std::optional<bool>, std::optional<c10::MemoryFormat> format) {
+  auto layout = format.value_or(c10::MemoryFormat::Contiguous);
+  return at::detail::empty_generic(size, &device_allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+                                   new_dtype(dtype),
+                                   layout == c10::MemoryFormat::Preserve ? c10::MemoryFormat::Contiguous : layout);
+}
+
+at::Tensor device_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
+                                std::optional<c10::Layout>, std::optional<c10::Device>, std::optional<bool>) {
+  return at::detail::empty_strided_generic(size, stride, &device_allocator,
+                                           c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), new_dtype(dtype));
+}
+
+// Register the C++ kernel for `ops` and `host_arguments` (aten overload names; the latter take host tensors with
+// device tensors), copies and allocation, with the device's refusals; until `release_kernels`.
+void use_kernels(c10::List<std::string> ops, c10::List<std::string> host_arguments, bool wide,
+                 std::string wide_message, std::string placement_message) {
+  TORCH_CHECK(hooks != nullptr, "torchdevice: register the simulated backend first");
+  refusals = Refusals{wide, std::move(wide_message), std::move(placement_message)};
+  kernels = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
+                                             __LINE__);
+  for (const std::string& name : ops) {
+    kernels->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&kernel<true>>());
+  }
+  for (const std::string& name : host_arguments) {
+    kernels->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&kernel<false>>());
+  }
+  kernels->impl("copy_", torch::CppFunction::makeFromBoxedFunction<&kernel<false, false>>());
+  kernels->impl("empty.memory_format", TORCH_FN(device_empty));
+  kernels->impl("empty_strided", TORCH_FN(device_empty_strided));
+}
+
+void release_kernels() { kernels.reset(); }
 
 // New device memory for a tensor of `size` and `stride`.
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, c10::ScalarType dtype) {
@@ -218,4 +456,7 @@ TORCH_LIBRARY(torchdevice_sim, m) {
   m.def("allocated() -> int", &allocated);
   m.def("peak() -> int", &peak);
   m.def("reset_peak() -> ()", &reset_peak);
+  m.def("use_kernels(str[] ops, str[] host_arguments, bool wide, str wide_message, str placement_message) -> ()",
+        &use_kernels);
+  m.def("release_kernels() -> ()", &release_kernels);
 }

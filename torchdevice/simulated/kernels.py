@@ -109,7 +109,7 @@ class SimulatedMPS:
                  table_missing: Iterable[str] = (), try_first: Iterable[str] = (),
                  missing_overloads: Iterable[str] = (), composed: Iterable[str] = (), limited: Iterable[str] = (),
                  macos: tuple[int, int] | None = None, sparse: Iterable[str] = (), name: str = NAME,
-                 keep_raised: bool = True) -> None:
+                 keep_raised: bool = True, in_cpp: bool = False) -> None:
         self.missing = frozenset(missing)
         self.sparse = frozenset(sparse)
         self.missing_overloads = frozenset(missing_overloads)
@@ -123,6 +123,8 @@ class SimulatedMPS:
         self.raised: list[BaseException] = []
         """What the kernels raised (tests'; a kept exception keeps its traceback's tensors alive)."""
         self.keep_raised = keep_raised
+        self.in_cpp = in_cpp
+        """Whether the compiled backend's kernel computes what it can (:meth:`_in_cpp`), where it is loaded."""
         self.kernels: dict[tuple[str, str], Kernel] = {}
         """The Python kernels registered (:func:`torchdevice.device.aten.kernel_below`)."""
         self._stack = contextlib.ExitStack()
@@ -135,7 +137,7 @@ class SimulatedMPS:
 
         return cls(missing_overloads=MISSING_ON_MPS, no_float64=EVERY_OP, table_missing=MISSING_ON_MPS,
                    try_first=TRY_ON_MPS, composed=COMPOSED_ON_MPS, limited=limits.limited(), sparse=SPARSE_ON_MPS,
-                   name=name, keep_raised=False)
+                   name=name, keep_raised=False, in_cpp=True)
 
     def target(self) -> Target:
         """The target the runtime and the fallback engine complete (the device registered: :func:`.device.register`)."""
@@ -197,13 +199,23 @@ class SimulatedMPS:
             impl(op, _cpu_kernel(op, "SparseCPU") if op in _SPARSE_PARTS else self._sparse_kernel_of(op),
                  "SparsePrivateUse1")
         own: dict[torch._ops.OpOverload, Kernel] = {
-            _aten.empty.memory_format: self._empty, _aten.empty_strided.default: self._empty_strided,
-            _aten.resize_.default: _resize, _aten.set_.default: _set_empty, _aten.copy_.default: _copy,
-            _aten._copy_from.default: _copy_from, _aten._copy_from_and_resize.default: _copy_from_and_resize}
+            _aten.set_.default: _set_empty, _aten._copy_from.default: _copy_from,
+            _aten._copy_from_and_resize.default: _copy_from_and_resize}
+        in_cpp = self.in_cpp and simulated_device.compiled()
+        computed: set[str] = set()
+        if in_cpp:  # the compiled backend's kernel computes them (and allocates and copies)
+            plain, host_arguments = self._in_cpp()
+            torch.ops.torchdevice_sim.use_kernels(plain, host_arguments, self.no_float64 == EVERY_OP, NO_FLOAT64,
+                                                  str(placement_error(SHOWN)))
+            computed.update(f"aten::{name}" for name in (*plain, *host_arguments))
+        else:
+            own.update({_aten.empty.memory_format: self._empty, _aten.empty_strided.default: self._empty_strided,
+                        _aten.resize_.default: _resize, _aten.copy_.default: _copy})
         for op, kernel in own.items():
             impl(op, kernel)
         for op in self._with_kernels():
-            impl(op, self._kernel_of(op))
+            if op._name not in computed:
+                impl(op, self._kernel_of(op))
         for name, equivalent in _OVERRIDABLE.items():
             impl(getattr(_aten, name).default, _equivalent(equivalent))
         above = {op: _whole_on_host(op) for op in _WHOLE}
@@ -231,6 +243,8 @@ class SimulatedMPS:
         destroy = library._destroy
 
         def destroy_all() -> None:
+            if in_cpp:
+                torch.ops.torchdevice_sim.release_kernels()
             simulated_device.power(False)
             torch._C._set_multithreading_enabled(multithreaded)
             ops._destroy()
@@ -250,6 +264,26 @@ class SimulatedMPS:
                  and name not in self.composed and name.partition(".")[0].removeprefix("aten::") not in self.missing
                  and torch._C._dispatch_has_kernel_for_dispatch_key(name, "CPU")]
         return [op for op in map(overload, names) if op is not None]
+
+    def _in_cpp(self) -> tuple[list[str], list[str]]:
+        """The overloads the compiled backend's kernel computes (:mod:`.backend`: the CPU's kernel on host views of
+        the device's memory, after the same refusals), and apart those of them that take host tensors with device
+        tensors: those :meth:`_kernel` would compute (the fallback's and :meth:`_with_kernels`'), whose refusals are
+        no more than float64 and a host tensor mixed in."""
+        registered = torch._C._dispatch_get_registrations_for_dispatch_key
+        composite = {*registered("CompositeExplicitAutograd"), *registered("CompositeImplicitAutograd"),
+                     *registered("CompositeExplicitAutogradNonFunctional")}
+        names = {name for name in registered("CPU") if name.startswith("aten::") and name not in composite}
+        names.update(op._name for op in self._with_kernels())
+        skipped = {*self.missing_overloads, *self.composed, *self.limited,
+                   *(op._name for op in (*_VIEWS, *_WHOLE, _aten.group_norm.default, _aten.set_.default,
+                                         _aten._copy_from.default, _aten._copy_from_and_resize.default,
+                                         _aten.empty.memory_format, _aten.empty_strided.default, _aten.copy_.default))}
+        chosen = sorted(name for name in names if name not in skipped and "sparse" not in name
+                        and name.removeprefix("aten::").partition(".")[0] not in {*self.missing, *HOST_RESULTS})
+        host = [name for name in chosen if name.removeprefix("aten::").partition(".")[0] in HOST_ARGUMENTS]
+        return [name.removeprefix("aten::") for name in chosen if name not in host], \
+            [name.removeprefix("aten::") for name in host]
 
     def _limited(self, op: torch._ops.OpOverload, key: str, own: Any = None) -> Any:
         """The kernel ``key`` has for ``op`` (on the autograd key: the device's ``own`` kernel there, else the
