@@ -374,6 +374,11 @@ void kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stac
   }
 }
 
+// The CPU's kernel on the device's tensors as they are: views of a storage, which torch writes for any device.
+void as_they_are(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+}
+
 c10::ScalarType new_dtype(std::optional<c10::ScalarType> dtype) {
   auto type = dtype.value_or(c10::typeMetaToScalarType(c10::get_default_dtype()));
   TORCH_CHECK_TYPE(!(refusals.wide && is_wide(type)), refusals.wide_message);
@@ -396,9 +401,10 @@ at::Tensor device_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, 
 }
 
 // Register the C++ kernel for `ops` and `host_arguments` (aten overload names; the latter take host tensors with
-// device tensors), copies and allocation, with the device's refusals; until `release_kernels`.
-void use_kernels(c10::List<std::string> ops, c10::List<std::string> host_arguments, bool wide,
-                 std::string wide_message, std::string placement_message) {
+// device tensors), the CPU's for `views`, copies and allocation, with the device's refusals; until
+// `release_kernels`.
+void use_kernels(c10::List<std::string> ops, c10::List<std::string> host_arguments, c10::List<std::string> views,
+                 bool wide, std::string wide_message, std::string placement_message) {
   TORCH_CHECK(hooks != nullptr, "torchdevice: register the simulated backend first");
   refusals = Refusals{wide, std::move(wide_message), std::move(placement_message)};
   kernels = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
@@ -408,6 +414,9 @@ void use_kernels(c10::List<std::string> ops, c10::List<std::string> host_argumen
   }
   for (const std::string& name : host_arguments) {
     kernels->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&kernel<false>>());
+  }
+  for (const std::string& name : views) {
+    kernels->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&as_they_are>());
   }
   kernels->impl("copy_", torch::CppFunction::makeFromBoxedFunction<&kernel<false, false>>());
   kernels->impl("empty.memory_format", TORCH_FN(device_empty));
@@ -456,7 +465,8 @@ TORCH_LIBRARY(torchdevice_sim, m) {
   m.def("allocated() -> int", &allocated);
   m.def("peak() -> int", &peak);
   m.def("reset_peak() -> ()", &reset_peak);
-  m.def("use_kernels(str[] ops, str[] host_arguments, bool wide, str wide_message, str placement_message) -> ()",
+  m.def("use_kernels(str[] ops, str[] host_arguments, str[] views, bool wide, str wide_message, "
+        "str placement_message) -> ()",
         &use_kernels);
   m.def("release_kernels() -> ()", &release_kernels);
 }

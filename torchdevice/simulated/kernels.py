@@ -193,8 +193,6 @@ class SimulatedMPS:
             ops.impl(op, kernel, key, with_keyset=True)
             kernels[(op._name, key)] = kernel
 
-        for op in _VIEWS:
-            impl(op, _cpu_kernel(op, "CPU"))
         for op in self._sparse():
             impl(op, _cpu_kernel(op, "SparseCPU") if op in _SPARSE_PARTS else self._sparse_kernel_of(op),
                  "SparsePrivateUse1")
@@ -205,10 +203,13 @@ class SimulatedMPS:
         computed: set[str] = set()
         if in_cpp:  # the compiled backend's kernel computes them (and allocates and copies)
             plain, host_arguments = self._in_cpp()
-            torch.ops.torchdevice_sim.use_kernels(plain, host_arguments, self.no_float64 == EVERY_OP, NO_FLOAT64,
-                                                  str(placement_error(SHOWN)))
+            views = [op._name.removeprefix("aten::") for op in _VIEWS]
+            torch.ops.torchdevice_sim.use_kernels(plain, host_arguments, views, self.no_float64 == EVERY_OP,
+                                                  NO_FLOAT64, str(placement_error(SHOWN)))
             computed.update(f"aten::{name}" for name in (*plain, *host_arguments))
         else:
+            for op in _VIEWS:
+                impl(op, _cpu_kernel(op, "CPU"))
             own.update({_aten.empty.memory_format: self._empty, _aten.empty_strided.default: self._empty_strided,
                         _aten.resize_.default: _resize, _aten.copy_.default: _copy})
         for op, kernel in own.items():
