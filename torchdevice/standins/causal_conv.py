@@ -19,24 +19,34 @@ def _conv(window: Tensor, weight: Tensor, bias: Tensor | None, silu: bool) -> Te
     return F.silu(out) if silu else out
 
 
+def _window(x: Tensor, width: int, initial_states: Tensor | None) -> Tensor:
+    """``x`` with the ``width - 1`` inputs before it (``initial_states`` or zeros)."""
+    before = x.new_zeros(x.shape[0], x.shape[1], width - 1) if initial_states is None else initial_states
+    return torch.cat([before.to(x.dtype), x], dim=-1)
+
+
+def _taps(seq_idx: Tensor, width: int, initial_states: Tensor | None) -> Tensor:
+    """``(batch, seqlen, width)``: whether each tap reads an input of the step's sequence (initial states belong to
+    the first one)."""
+    first = seq_idx[:, :1].expand(-1, width - 1) if initial_states is not None else \
+        seq_idx.new_full((seq_idx.shape[0], width - 1), -1)
+    return torch.cat([first, seq_idx], dim=-1).unfold(-1, width, 1) == seq_idx[..., None]
+
+
 def causal_conv(x: Tensor, weight: Tensor, bias: Tensor | None, seq_idx: Tensor | None,
                 initial_states: Tensor | None, silu: bool) -> tuple[Tensor, Tensor]:
     """``(out, final_states)`` in float32: ``final_states`` are the last ``width - 1`` inputs (with the initial
     states before them)."""
     width = weight.shape[1]
-    before = x.new_zeros(x.shape[0], x.shape[1], width - 1) if initial_states is None else initial_states
-    window = torch.cat([before.to(x.dtype), x], dim=-1)
+    window = _window(x, width, initial_states)
+    final = window[..., window.shape[-1] - (width - 1):].float()
     if seq_idx is None:
-        out = _conv(window, weight, bias, silu)
-    else:  # a tap reads an input of the same sequence only (initial states belong to the first one)
-        first = seq_idx[:, :1].expand(-1, width - 1) if initial_states is not None else \
-            seq_idx.new_full((x.shape[0], width - 1), -1)
-        taps = torch.cat([first, seq_idx], dim=-1).unfold(-1, width, 1) == seq_idx[..., None]
-        out = (window.float().unfold(-1, width, 1) * taps[:, None] * weight.float()[None, :, None]).sum(-1)
-        if bias is not None:
-            out = out + bias.float()[:, None]
-        out = (F.silu(out) if silu else out).masked_fill((seq_idx < 0)[:, None], 0.0)
-    return out, window[..., window.shape[-1] - (width - 1):].float()
+        return _conv(window, weight, bias, silu), final
+    taps = _taps(seq_idx, width, initial_states)
+    out = (window.float().unfold(-1, width, 1) * taps[:, None] * weight.float()[None, :, None]).sum(-1)
+    if bias is not None:
+        out = out + bias.float()[:, None]
+    return (F.silu(out) if silu else out).masked_fill((seq_idx < 0)[:, None], 0.0), final
 
 
 def causal_conv1d_fwd(x: Tensor, weight: Tensor, bias: Tensor | None, seq_idx: Tensor | None,
@@ -53,27 +63,33 @@ def causal_conv1d_fwd(x: Tensor, weight: Tensor, bias: Tensor | None, seq_idx: T
 def causal_conv1d_bwd(x: Tensor, weight: Tensor, bias: Tensor | None, dout: Tensor, seq_idx: Tensor | None,
                       initial_states: Tensor | None, dfinal_states: Tensor | None, dx: Tensor, dweight: Tensor,
                       dbias: Tensor | None, dinitial_states: Tensor | None, silu_activation: bool) -> None:
-    """Writes ``dx`` (and ``dinitial_states`` when given) and adds into ``dweight`` and ``dbias``, as the kernel."""
-    inputs = {"x": x, "weight": weight, "bias": bias, "initial_states": initial_states}
-    leaves = {k: v.detach().requires_grad_() for k, v in inputs.items() if v is not None}
-    with torch.enable_grad():
-        out, final = causal_conv(leaves["x"], leaves["weight"], leaves.get("bias"), seq_idx,
-                                 leaves.get("initial_states"), silu_activation)
-        outputs, upstream = [out], [dout.float()]
-        if dfinal_states is not None:
-            outputs.append(final)
-            upstream.append(dfinal_states.float())
-        grads = dict(zip(leaves, torch.autograd.grad(outputs, list(leaves.values()), upstream, allow_unused=True),
-                         strict=True))
+    """Writes ``dx`` (and ``dinitial_states`` when given) and adds into ``dweight`` and ``dbias``, as the kernel.
+    The gradients are written out (not autograd: causal-conv1d calls this inside a custom op, below autograd)."""
+    width, length = weight.shape[1], x.shape[-1]
     with torch.no_grad():
-        for name, buffer, add in (("x", dx, False), ("weight", dweight, True), ("bias", dbias, True),
-                                  ("initial_states", dinitial_states, False)):
-            grad = grads.get(name)
-            if buffer is None:
-                continue
-            if grad is None:
-                grad = torch.zeros_like(buffer)
-            buffer.add_(grad) if add else buffer.copy_(grad)
+        windows = _window(x, width, initial_states).float().unfold(-1, width, 1)  # (batch, dim, seqlen, width)
+        taps = torch.ones_like(windows[:1, :1]) if seq_idx is None else _taps(seq_idx, width, initial_states)[:, None]
+        grad = dout.float()
+        if silu_activation:
+            pre = (windows * taps * weight.float()[None, :, None]).sum(-1)
+            if bias is not None:
+                pre = pre + bias.float()[:, None]
+            sigmoid = torch.sigmoid(pre)
+            grad = grad * sigmoid * (1 + pre * (1 - sigmoid))
+        if seq_idx is not None:
+            grad = grad.masked_fill((seq_idx < 0)[:, None], 0.0)
+        per_tap = grad[..., None] * taps * weight.float()[None, :, None]
+        dwindow = grad.new_zeros(*grad.shape[:2], length + width - 1)
+        for k in range(width):
+            dwindow[..., k:k + length] += per_tap[..., k]
+        if dfinal_states is not None:
+            dwindow[..., length:] += dfinal_states.float()
+        dx.copy_(dwindow[..., width - 1:])
+        if dinitial_states is not None:
+            dinitial_states.copy_(dwindow[..., :width - 1])
+        dweight.add_((grad[..., None] * taps * windows).sum((0, 2)))
+        if dbias is not None:
+            dbias.add_(grad.sum((0, 2)))
 
 
 def causal_conv1d_update(x: Tensor, conv_state: Tensor, weight: Tensor, bias: Tensor | None, out: Tensor,
