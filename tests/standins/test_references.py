@@ -9,8 +9,8 @@ import ast
 import inspect
 
 import pytest
-from planned import planned
 from mamba_references import CHECKS as MAMBA_CHECKS
+from planned import planned
 from standin_references import CHECKS as DOCUMENTED_CHECKS
 from torch.optim.optimizer import required
 
