@@ -1,8 +1,9 @@
 """mamba-ssm's Mamba block trained for a few AdamW steps, written for CUDA: the fused path (mamba_inner_fn:
 causal_conv1d_cuda + selective_scan_cuda) and the unfused one (use_fast_path=False: causal_conv1d_fn +
-selective_scan_fn). argv: OUT [reference [SEQLEN STEPS]]; with ``reference`` the same training runs on the CPU
-through mamba-ssm's own reference code instead (nn.Conv1d and selective_scan_ref), so it needs no CUDA
-extension. Prints the milliseconds per training step of each path."""
+selective_scan_fn). argv: OUT [reference or cuda [SEQLEN STEPS]] (default 32 tokens, 4 steps); with ``reference``
+the same training runs on the CPU through mamba-ssm's own reference code instead (nn.Conv1d and
+selective_scan_ref), so it needs no CUDA extension. Prints the milliseconds per training step of each path
+(after the first)."""
 
 import json
 import sys
