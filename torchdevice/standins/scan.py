@@ -71,10 +71,9 @@ def selective_scan_fwd(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor
         h = scan(a, bu)
         out, out_z = _outputs(h, c, u, D, z)
         length = u.shape[2]
-        ends = torch.arange(CHUNK - 1, length + CHUNK - 1, CHUNK, device=u.device).clamp(max=length - 1)
-        starts = torch.arange(0, length, CHUNK, device=u.device)
-        sums = log_a.cumsum(2)
-        products = (sums[:, :, ends] - F.pad(sums, (0, 0, 1, 0))[:, :, starts]).exp()
+        chunks = -(-length // CHUNK)
+        ends = torch.arange(CHUNK - 1, chunks * CHUNK, CHUNK, device=u.device).clamp(max=length - 1)
+        products = F.pad(log_a, (0, 0, 0, chunks * CHUNK - length)).unflatten(2, (chunks, CHUNK)).sum(3).exp()
         x = torch.stack([products, h[:, :, ends]], dim=-1).flatten(-2)
         result = [out.to(delta.dtype), x]
         if out_z is not None and z is not None:
