@@ -172,7 +172,7 @@ def mamba_reference(tmp_path_factory):
 def test_mamba_block_trains_like_its_reference(tmp_path, target, mamba_reference):
     """mamba-ssm installed without its CUDA build: its Mamba block, fused (mamba_inner_fn) and not, trains under
     the runtime on the stand-ins as mamba-ssm's own reference code (nn.Conv1d, selective_scan_ref) trains on the
-    CPU: forward, gradients, losses and weights."""
+    CPU: forward, gradients, losses and weights; under autocast to bfloat16 too, within bfloat16's tolerance."""
     out = tmp_path / "out.pt"
     done = ran(run("torchdevice", "--target", target, str(PROGRAMS / "mamba_train.py"), str(out)))
     r, want = torch.load(out), mamba_reference
@@ -183,6 +183,9 @@ def test_mamba_block_trains_like_its_reference(tmp_path, target, mamba_reference
             torch.testing.assert_close(r[path]["grads"][name], grad, rtol=1e-4, atol=1e-7, msg=name)
         for name, value in want[path]["state"].items():
             close(r[path]["state"][name], value, 1e-5)
+    # under autocast to bfloat16 (the reference: float32): within a few of bfloat16's epsilons
+    torch.testing.assert_close(r["bf16"]["losses"], want["bf16"]["losses"], rtol=3e-2, atol=1e-3)
+    close(r["bf16"]["out"], want["bf16"]["out"], 3e-2)
     device = {"cpu": "cpu", "mps-sim": "mps"}[target]
     for name in ("causal_conv1d_cuda.causal_conv1d_fwd", "causal_conv1d_cuda.causal_conv1d_bwd",
                  "selective_scan_cuda.fwd", "selective_scan_cuda.bwd"):

@@ -1,9 +1,9 @@
 """mamba-ssm's Mamba block trained for a few AdamW steps, written for CUDA: the fused path (mamba_inner_fn:
 causal_conv1d_cuda + selective_scan_cuda) and the unfused one (use_fast_path=False: causal_conv1d_fn +
-selective_scan_fn). argv: OUT [reference or cuda [SEQLEN STEPS]] (default 32 tokens, 4 steps); with ``reference``
-the same training runs on the CPU through mamba-ssm's own reference code instead (nn.Conv1d and
-selective_scan_ref), so it needs no CUDA extension. Prints the milliseconds per training step of each path
-(after the first)."""
+selective_scan_fn), and the fused one under autocast to bfloat16. argv: OUT [reference or cuda [SEQLEN STEPS]]
+(default 32 tokens, 4 steps); with ``reference`` the same training runs on the CPU through mamba-ssm's own
+reference code instead (nn.Conv1d and selective_scan_ref; float32 throughout), so it needs no CUDA extension.
+Prints the milliseconds per training step of each path (after the first)."""
 
 import json
 import sys
@@ -27,7 +27,7 @@ if reference:
     mamba_simple.causal_conv1d_fn, mamba_simple.selective_scan_fn = None, selective_scan_ref
 
 
-def train(use_fast_path: bool) -> dict:
+def train(use_fast_path: bool, amp: bool = False) -> dict:
     torch.manual_seed(0)
     block = Mamba(d_model=16, d_state=16, d_conv=4, expand=2, use_fast_path=use_fast_path).to(device)
     optimizer = torch.optim.AdamW(block.parameters(), lr=1e-2, weight_decay=0.01)
@@ -36,15 +36,16 @@ def train(use_fast_path: bool) -> dict:
     losses, first_grads, seconds = [], {}, []
     for step in range(steps):
         start = time.perf_counter()
-        out = block(x)
-        loss = torch.nn.functional.mse_loss(out, target)
+        with torch.autocast(device, dtype=torch.bfloat16, enabled=amp and not reference):
+            out = block(x)
+        loss = torch.nn.functional.mse_loss(out.float(), target)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         seconds.append(time.perf_counter() - start)
         losses.append(loss.item())
         if step == 0:
-            first_out = out.detach().cpu()
+            first_out = out.detach().float().cpu()
             first_grads = {k: p.grad.detach().cpu() for k, p in block.named_parameters()}
     state = {k: v.detach().cpu() for k, v in block.state_dict().items()}
     assert block.A_log.is_cuda != reference
@@ -53,6 +54,6 @@ def train(use_fast_path: bool) -> dict:
             "ms": 1000 * sum(steady) / len(steady)}
 
 
-results = {"fast": train(True), "unfused": train(False)}
+results = {"fast": train(True), "unfused": train(False), "bf16": train(True, amp=True)}
 torch.save(results, sys.argv[1])
 print(json.dumps({path: round(r["ms"], 2) for path, r in results.items()}))
