@@ -22,6 +22,11 @@ $(STAMP): pyproject.toml constraints.txt torchdevice.pth
 	$(PIP_INSTALL) --no-deps 'ultralytics==8.4.190' 'torchvision==0.28.0'
 	printf '%s\nimport cpu_torchvision\n' '$(CURDIR)/tests/environment' \
 		> "$$($(PY) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/cpu_torchvision.pth"
+	# mamba-ssm and causal-conv1d are sdists that compile CUDA (or fetch a CUDA wheel) by default: built without
+	# their CUDA extensions (under the runtime those are torchdevice's stand-ins), against this torch, without
+	# dependencies (torch; mamba-ssm's Mamba3 kernels' tilelang and quack-kernels); triton and einops: the dev extra
+	MAMBA_SKIP_CUDA_BUILD=TRUE MAMBA_FORCE_BUILD=TRUE CAUSAL_CONV1D_SKIP_CUDA_BUILD=TRUE CAUSAL_CONV1D_FORCE_BUILD=TRUE \
+		$(PIP_INSTALL) --no-build-isolation --no-deps 'causal-conv1d==1.7.0' 'mamba-ssm==2.3.2.post1'
 	touch $(STAMP)
 
 venv: $(STAMP)

@@ -24,6 +24,10 @@ PACKAGES: dict[str, tuple[str, str, str]] = {
     'apex.amp': ('standin', "torchdevice's stand-in maps apex.amp onto torch.amp", ''),
     'apex.normalization': ('standin', "torchdevice's stand-in provides FusedLayerNorm and FusedRMSNorm from torch.nn", ''),
     'apex.optimizers': ('standin', "torchdevice's stand-in provides FusedAdam, FusedLAMB and FusedSGD from torch.optim", ''),
+    'selective_scan_cuda': ('standin', "torchdevice's stand-in computes mamba-ssm's selective scan (fwd, bwd) with torch ops", ''),
+    'causal_conv1d_cuda': ('standin', "torchdevice's stand-in computes causal-conv1d's kernels with torch.nn.functional.conv1d", ''),
+    'mamba_ssm': ('standin', "installed without its CUDA build (MAMBA_SKIP_CUDA_BUILD=TRUE), its Mamba block trains on torchdevice's stand-ins for selective_scan_cuda and causal_conv1d_cuda; the package imports triton (its Mamba2, layer norm and decoding-step kernels are Triton's)", ''),
+    'causal_conv1d': ('standin', "installed without its CUDA build (CAUSAL_CONV1D_SKIP_CUDA_BUILD=TRUE), it runs on torchdevice's stand-in for causal_conv1d_cuda", ''),
     'bitsandbytes': ('truth', "its CUDA backend calls torch's CUDA internals (torch._C._cuda_getCurrentRawStream) and its own CUDA kernels", 'it takes its CPU backend (its MPS backend on a Mac): 4-bit and 8-bit layers and 8-bit optimizers run there'),
     'deepspeed': ('truth', 'its CUDA accelerator JIT-compiles CUDA kernels (FusedAdam) with nvcc', 'it picks the accelerator of the machine (cpu, or mps on a Mac; DS_ACCELERATOR still decides) and its ops'),
 }

@@ -6,6 +6,8 @@ PACKAGES = {
     'flash_attn': ('flash-attn', 'torch.nn.functional.scaled_dot_product_attention'),
     'xformers': ('xformers', 'torch.nn.functional.scaled_dot_product_attention'),
     'apex': ('apex', 'torch.nn / torch.optim / torch.amp'),
+    'selective_scan_cuda': ('mamba-ssm', 'mamba_ssm.ops.selective_scan_interface.selective_scan_ref (torch ops)'),
+    'causal_conv1d_cuda': ('causal-conv1d', 'torch.nn.functional.conv1d (groups=dim, left padding width - 1)'),
 }
 """Top-level name -> (distribution, the torch API to use for what is not covered)."""
 
@@ -13,6 +15,8 @@ VERSIONS = {
     'flash_attn': '2.8.3',
     'xformers': '0.0.32',
     'apex': '0.1',
+    'selective_scan_cuda': '2.3.2.post1',
+    'causal_conv1d_cuda': '1.7.0',
 }
 """Top-level name -> the release whose API the stand-in follows."""
 
@@ -51,6 +55,11 @@ COVERED = {
     'apex.amp.initialize': ("(models, optimizers=None, enabled=True, opt_level='O1', cast_model_type=None, patch_torch_functions=None, keep_batchnorm_fp32=None, master_weights=None, loss_scale=None, cast_model_outputs=None, num_losses=1, verbosity=1, min_loss_scale=None, max_loss_scale=16777216.0)", 'torch.autocast + torch.amp.GradScaler'),
     'apex.amp.scale_loss': ('(loss, optimizers, loss_id=0, model=None, delay_unscale=False, delay_overflow_check=False)', 'torch.amp.GradScaler.scale'),
     'apex.amp.master_params': ('(optimizer)', 'torch.optim.Optimizer.param_groups'),
+    'selective_scan_cuda.fwd': ('(u, delta, A, B, C, D, z, delta_bias, delta_softplus, /)', 'torch.cumsum'),
+    'selective_scan_cuda.bwd': ('(u, delta, A, B, C, D, z, delta_bias, dout, x, out, dz, delta_softplus, recompute_out_z, /)', 'torch.autograd.grad'),
+    'causal_conv1d_cuda.causal_conv1d_fwd': ('(x, weight, bias, seq_idx, initial_states, out, final_states_out, silu_activation, /)', 'torch.nn.functional.conv1d'),
+    'causal_conv1d_cuda.causal_conv1d_bwd': ('(x, weight, bias, dout, seq_idx, initial_states, dfinal_states, dx, dweight, dbias, dinitial_states, silu_activation, /)', 'torch.autograd.grad'),
+    'causal_conv1d_cuda.causal_conv1d_update': ('(x, conv_state, weight, bias, out, silu_activation, cache_seqlens, conv_state_indices, /)', 'torch.nn.functional.conv1d'),
 }
 """Covered name -> (the library's signature, the torch API that computes it)."""
 

@@ -13,7 +13,7 @@ import torchdevice
 def standin():
     """``standin("flash_attn.flash_attn_func")``: the stand-in object of that name."""
     with torchdevice.installed("cpu"):
-        for package in ("flash_attn", "xformers", "apex"):
+        for package in ("flash_attn", "xformers", "apex", "selective_scan_cuda", "causal_conv1d_cuda"):
             module = importlib.import_module(package)
             assert module.__file__ and "standins" in module.__file__, f"a real {package} is installed here"
 

@@ -28,13 +28,14 @@ def python(code: str, *, path: str | None = None, env: dict[str, str] | None = N
 def test_plain_python_is_unaffected():
     done = python("""
         import torchdevice, torch
-        for name in ("flash_attn", "xformers", "apex"):
+        for name in ("flash_attn", "xformers", "apex", "selective_scan_cuda", "causal_conv1d_cuda"):
             try:
                 __import__(name)
             except ModuleNotFoundError as exc:
                 print(exc.name)
     """)
-    assert done.stdout.split() == ["flash_attn", "xformers", "apex"], done.stderr
+    assert done.stdout.split() == ["flash_attn", "xformers", "apex", "selective_scan_cuda", "causal_conv1d_cuda"], \
+        done.stderr
 
 
 @pytest.mark.processes

@@ -35,4 +35,5 @@ def test_the_catalog_overlay_loads_and_names_every_package():
     from codegen.load import CATALOG_DIR
 
     records = load_standins(CATALOG_DIR / "overlays" / "standins.yaml")
-    assert {r.name for r in records if r.rule.policy == "package"} == {"flash_attn", "xformers", "apex"}
+    assert {r.name for r in records if r.rule.policy == "package"} == {"flash_attn", "xformers", "apex",
+                                                                      "selective_scan_cuda", "causal_conv1d_cuda"}

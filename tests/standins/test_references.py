@@ -1,5 +1,6 @@
 """Each stand-in against a plain-torch reference written from its library's documentation
-(``tests/support/standin_references.py``), on every case of its grid in ``catalog/overlays/standins.yaml``;
+(``tests/support/standin_references.py``; mamba-ssm's and causal-conv1d's own references,
+``tests/support/mamba_references.py``), on every case of its grid in ``catalog/overlays/standins.yaml``;
 and each covered name has the library's signature, as the overlay records it."""
 
 from __future__ import annotations
@@ -8,11 +9,13 @@ import ast
 import inspect
 
 import pytest
+from mamba_references import CHECKS as MAMBA_CHECKS
 from planned import planned
-from standin_references import CHECKS
+from standin_references import CHECKS as DOCUMENTED_CHECKS
 from torch.optim.optimizer import required
 
 CASES = planned().standins.cases
+CHECKS = {**DOCUMENTED_CHECKS, **MAMBA_CHECKS}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])

@@ -155,3 +155,41 @@ def test_timm_fast_norm_takes_the_apex_path_and_it_works(tmp_path):
     assert "stand-in apex.normalization.fused_layer_norm.fused_layer_norm_affine: cpu" in done.stderr
     plain = ran(run("python", "timm_fast_norm.py", str(out), "cpu"))
     assert json.loads(plain.stdout.splitlines()[-1]) == {"has_apex": False, "has_apex_rmsnorm": False}
+
+
+@pytest.fixture(scope="module")
+def mamba_reference(tmp_path_factory):
+    """What ``mamba_train.py`` gives through mamba-ssm's own reference code, natively on the CPU."""
+    expected = tmp_path_factory.mktemp("mamba") / "expected.pt"
+    ran(run("python", "mamba_train.py", str(expected), "reference"))
+    return torch.load(expected)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mamba_ssm") is None or importlib.util.find_spec("triton") is None,
+                    reason="mamba-ssm (or Triton, which it imports) is not installed")
+@pytest.mark.slow
+@pytest.mark.parametrize("target", ["cpu", "mps-sim"])
+def test_mamba_block_trains_like_its_reference(tmp_path, target, mamba_reference):
+    """mamba-ssm installed without its CUDA build: its Mamba block, fused (mamba_inner_fn) and not, trains under
+    the runtime on the stand-ins as mamba-ssm's own reference code (nn.Conv1d, selective_scan_ref) trains on the
+    CPU: forward, gradients, losses and weights; under autocast to bfloat16 too, within bfloat16's tolerance."""
+    out = tmp_path / "out.pt"
+    done = ran(run("torchdevice", "--target", target, str(PROGRAMS / "mamba_train.py"), str(out)))
+    r, want = torch.load(out), mamba_reference
+    for path in ("fast", "unfused"):
+        torch.testing.assert_close(r[path]["losses"], want[path]["losses"], rtol=1e-5, atol=1e-6)
+        close(r[path]["out"], want[path]["out"], 1e-5)
+        for name, grad in want[path]["grads"].items():
+            torch.testing.assert_close(r[path]["grads"][name], grad, rtol=1e-4, atol=1e-7, msg=name)
+        for name, value in want[path]["state"].items():
+            close(r[path]["state"][name], value, 1e-5)
+    # under autocast to bfloat16 (the reference: float32): within a few of bfloat16's epsilons
+    torch.testing.assert_close(r["bf16"]["losses"], want["bf16"]["losses"], rtol=3e-2, atol=1e-3)
+    close(r["bf16"]["out"], want["bf16"]["out"], 3e-2)
+    device = {"cpu": "cpu", "mps-sim": "mps"}[target]
+    for name in ("causal_conv1d_cuda.causal_conv1d_fwd", "causal_conv1d_cuda.causal_conv1d_bwd",
+                 "selective_scan_cuda.fwd", "selective_scan_cuda.bwd"):
+        assert f"stand-in {name}: {device}" in done.stderr
+    if target == "cpu":
+        plain = run("python", "mamba_train.py", str(out))
+        assert plain.returncode != 0 and "No module named 'selective_scan_cuda'" in plain.stderr

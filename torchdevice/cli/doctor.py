@@ -127,8 +127,9 @@ def format_facts(f: dict[str, Any]) -> str:
     if f["float64"]:
         lines.append(f"float64: {f['float64']}")
     lines.append("stand-ins under the runtime (torchdevice.report()['standins'] lists those a run used):")
+    width = max((len(name) for name in f["standins"]), default=0) + 1
     for name, standin in f["standins"].items():
         uses = standin["uses"] if standin["uses"] != "stand-in" else \
             f"stand-in ({standin['distribution']} {standin['follows']} API, {len(standin['covered'])} names)"
-        lines.append(f"  {name:<11}{uses}")
+        lines.append(f"  {name:<{width}}{uses}")
     return "\n".join(lines)
