@@ -30,7 +30,8 @@ _OWN_MODULES = (__name__, "runpy")
 def configure(parser: argparse.ArgumentParser) -> None:
     from torchdevice.device.target import TARGETS
 
-    parser.usage = "torchdevice run [-h] [--target T] [--devices N] [--report FILE] (SCRIPT | -m MODULE) [ARGS...]"
+    parser.usage = ("torchdevice run [-h] [--target T] [--devices N] [--report FILE] (SCRIPT | -m MODULE) [ARGS...]\n"
+                    "       torchdevice run [...] [--output PATH | --inplace] NOTEBOOK.ipynb")
     parser.add_argument("--target", choices=TARGETS, metavar="{" + ",".join(TARGETS) + "}",
                         help="where \"cuda\" goes (default: $TORCHDEVICE_TARGET, else the best device here); "
                              "mps-sim: Apple silicon's kernels and dtypes, simulated on this machine")
@@ -39,6 +40,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report", metavar="FILE",
                         help="at exit, write what the runtime did in every process of the program to FILE (JSON) "
                              "and print a summary on stderr")
+    parser.add_argument("--output", metavar="PATH", help="a notebook: where the executed notebook goes "
+                        "(default: NAME.nbconvert.ipynb beside it, as `jupyter nbconvert --execute` writes it)")
+    parser.add_argument("--inplace", action="store_true", help="a notebook: write the executed notebook over it")
     parser.add_argument("-m", dest="run_module", nargs=argparse.REMAINDER, metavar="MODULE [ARGS...]",
                         help="run library module MODULE as a script, with its arguments")
     parser.add_argument("program", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS...]",
@@ -77,6 +81,11 @@ def run(args: argparse.Namespace) -> int:
             from torchdevice.reporting import program as program_report
 
             program_report.note_warning(text)
+    if main is not None and main[0].endswith(".ipynb"):
+        return _run_notebook(main[0], args)
+    if args.output or args.inplace:
+        print("torchdevice run: --output and --inplace are for notebooks (.ipynb)", file=sys.stderr)
+        return 2
     sys.argv = list(module or args.program)
     try:
         if main is None:
@@ -92,6 +101,34 @@ def run(args: argparse.Namespace) -> int:
     except BaseException as exc:  # noqa: BLE001 - reported as the interpreter would, then its exit status
         _report(exc, sys.excepthook)
         return 1
+    return 0
+
+
+def _run_notebook(path: str, args: argparse.Namespace) -> int:
+    """Run a notebook's cells through a Jupyter kernel under the runtime installed here (see
+    :mod:`torchdevice.notebooks.execute`); 1 with the failing cell's number and traceback when one fails."""
+    from pathlib import Path
+
+    from torchdevice.notebooks import MissingExtra
+    from torchdevice.notebooks.execute import CellFailed, default_output, execute
+    from torchdevice.source.files import Unreadable
+
+    shown = os.path.relpath(path)
+    if len(args.program) > 1 or args.output and args.inplace:
+        print(f"torchdevice run: {'a notebook takes no arguments' if len(args.program) > 1 else ''}"
+              f"{'give --output or --inplace, not both' if args.output and args.inplace else ''}", file=sys.stderr)
+        return 2
+    output = Path(path) if args.inplace else Path(args.output) if args.output else default_output(Path(path))
+    try:
+        cells = execute(Path(path), output)
+    except (MissingExtra, Unreadable) as exc:
+        print(f"torchdevice run: {exc}", file=sys.stderr)
+        return 1
+    except CellFailed as exc:
+        print(f"torchdevice run: {shown}: cell {exc.cell} failed (the notebook as run so far: {output}):\n{exc}",
+              file=sys.stderr)
+        return 1
+    print(f"torchdevice run: {shown}: {cells} code cells run; written to {output}", file=sys.stderr)
     return 0
 
 
