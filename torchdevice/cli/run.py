@@ -22,7 +22,9 @@ import sys
 import types
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 _OWN_MODULES = (__name__, "runpy")
 
@@ -59,6 +61,11 @@ def run(args: argparse.Namespace) -> int:
     except Unrunnable as exc:
         print(f"torchdevice run: {exc}", file=sys.stderr)
         return exc.status
+    notebook = None
+    if main is not None and main[0].endswith(".ipynb"):
+        notebook = _load_notebook(main[0], args)  # before the runtime: a bad notebook is said at once
+        if isinstance(notebook, int):
+            return notebook
     if module:
         sys.path[0] = os.getcwd()
         if importlib.util.find_spec(module[0]) is None:
@@ -81,8 +88,8 @@ def run(args: argparse.Namespace) -> int:
             from torchdevice.reporting import program as program_report
 
             program_report.note_warning(text)
-    if main is not None and main[0].endswith(".ipynb"):
-        return _run_notebook(main[0], args)
+    if notebook is not None:
+        return _run_notebook(notebook, main[0], args)  # type: ignore[index]
     if args.output or args.inplace:
         print("torchdevice run: --output and --inplace are for notebooks (.ipynb)", file=sys.stderr)
         return 2
@@ -104,26 +111,32 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_notebook(path: str, args: argparse.Namespace) -> int:
-    """Run a notebook's cells through a Jupyter kernel under the runtime installed here (see
-    :mod:`torchdevice.notebooks.execute`); 1 with the failing cell's number and traceback when one fails."""
-    from pathlib import Path
-
+def _load_notebook(path: str, args: argparse.Namespace) -> Any:
+    """The notebook to run (see :mod:`torchdevice.notebooks.execute`), else the exit status after saying why not."""
     from torchdevice.notebooks import MissingExtra
-    from torchdevice.notebooks.execute import CellFailed, default_output, execute
+    from torchdevice.notebooks.execute import load
     from torchdevice.source.files import Unreadable
 
-    shown = os.path.relpath(path)
     if len(args.program) > 1 or args.output and args.inplace:
         print(f"torchdevice run: {'a notebook takes no arguments' if len(args.program) > 1 else ''}"
               f"{'give --output or --inplace, not both' if args.output and args.inplace else ''}", file=sys.stderr)
         return 2
-    output = Path(path) if args.inplace else Path(args.output) if args.output else default_output(Path(path))
     try:
-        cells = execute(Path(path), output)
+        return load(Path(path))
     except (MissingExtra, Unreadable) as exc:
         print(f"torchdevice run: {exc}", file=sys.stderr)
         return 1
+
+
+def _run_notebook(notebook: Any, path: str, args: argparse.Namespace) -> int:
+    """Run a notebook's cells through a Jupyter kernel under the runtime installed here; 1 with the failing cell's
+    number and traceback when one fails."""
+    from torchdevice.notebooks.execute import CellFailed, default_output, execute
+
+    shown = os.path.relpath(path)
+    output = Path(path) if args.inplace else Path(args.output) if args.output else default_output(Path(path))
+    try:
+        cells = execute(notebook, Path(path), output)
     except CellFailed as exc:
         print(f"torchdevice run: {shown}: cell {exc.cell} failed (the notebook as run so far: {output}):\n{exc}",
               file=sys.stderr)

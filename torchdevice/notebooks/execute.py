@@ -46,19 +46,24 @@ def kernel_command() -> list[str]:
     return [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"]
 
 
-def execute(path: Path, output: Path) -> int:
-    """Run every code cell of the notebook at ``path`` in order and write the executed notebook to ``output``;
-    the number of code cells run. Raises ``files.Unreadable`` (a bad notebook, nothing written), CellFailed,
-    MissingExtra."""
+def load(path: Path) -> Any:
+    """The notebook at ``path`` (an ``nbformat`` node), read before any kernel starts. Raises ``files.Unreadable``
+    (a bad notebook, said as ``check`` and ``rewrite`` say it), MissingExtra."""
     data, _ = files.read(path)
-    notebooks.read(path, data)  # a bad notebook is said as `check` and `rewrite` say it, before a kernel starts
+    notebooks.read(path, data)
     nbformat = require("nbformat")
-    nbclient = require("nbclient")
+    require("nbclient")
     require("ipykernel")
     try:
-        document = nbformat.reads(data.decode("utf-8-sig"), as_version=4)
+        return nbformat.reads(data.decode("utf-8-sig"), as_version=4)
     except Exception as exc:  # noqa: BLE001 - nbformat's validation errors have no common class
         raise notebooks.NotebookError(f"{path}: not a notebook: {exc}") from None
+
+
+def execute(document: Any, path: Path, output: Path) -> int:
+    """Run every code cell of ``document`` (:func:`load` read it from ``path``) in order, in ``path``'s directory,
+    and write the executed notebook to ``output``; the number of code cells run. Raises CellFailed."""
+    nbclient = require("nbclient")
     failed: list[int] = []
     client = nbclient.NotebookClient(document, km=_kernel_manager(), timeout=None, allow_errors=False,
                                      resources={"metadata": {"path": str(path.resolve().parent)}},
@@ -68,7 +73,7 @@ def execute(path: Path, output: Path) -> int:
     except nbclient.exceptions.CellExecutionError as exc:
         raise CellFailed(failed[-1] + 1 if failed else 0, _ANSI.sub("", str(exc)).strip()) from None
     finally:
-        text = nbformat.writes(document)
+        text = require("nbformat").writes(document)
         atomic.write(output, text if text.endswith("\n") else text + "\n")
     return sum(1 for cell in document.cells if cell.cell_type == "code")
 
