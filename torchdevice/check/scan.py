@@ -41,8 +41,9 @@ def check_file(task: tuple[str, str, str, int | None]) -> FileReport:
         if notebooks.is_notebook(path):
             notebook = notebooks.read(Path(path), data)
             found = check_source(notebook.script, path, target) if may_find(notebook.script.encode(), target) else []
-            located = (replace(f, cell=cell, line=line) for f in found for cell, line in [notebook.cells.locate(f.line)])
-            return FileReport(path, tuple(located), cells=notebook.cells.skipped)
+            located = tuple(replace(f, cell=cell, line=line)
+                            for f in found for cell, line in [notebook.cells.locate(f.line)])
+            return FileReport(path, located, cells=notebook.cells.skipped)
         if not may_find(data, target):
             return FileReport(path)
         source, _ = files.decode(Path(path), data)

@@ -1,6 +1,6 @@
 """Rewrite many files (Python files and notebooks, whose code cells are rewritten as one module: see
-:mod:`torchdevice.source.notebooks`): read, test cheaply, parse and rewrite in the worker pool (``torchdevice.source.pool``);
-write in this process.
+:mod:`torchdevice.source.notebooks`): read, test cheaply, parse and rewrite in the worker pool
+(``torchdevice.source.pool``); write in this process.
 
 The parent process is the only one that writes, each file right after its result arrives and only if
 the file is still what the worker read. Each file gets a size limit (set aside unread above it) and a

@@ -1,4 +1,5 @@
-"""Finding the Python files and Jupyter notebooks under the given paths, reading and decoding them, and replacing them safely.
+"""Finding the Python files and Jupyter notebooks under the given paths, reading and decoding them, and replacing them
+safely.
 
 Walking never follows a symbolic link out of the given paths, never enters a directory through a link
 (so link loops end nothing), and sets aside what is not a regular file (a FIFO named ``x.py`` would
