@@ -120,3 +120,15 @@ def test_a_rewritten_script_whose_markers_are_lost_is_refused(tmp_path):
     notebook = notebooks.read(EXAMPLE, EXAMPLE.read_bytes())
     with pytest.raises(ValueError, match="cannot be told apart"):
         notebook.rewritten(notebook.script.replace("# torchdevice:cell 3\n", ""))
+
+
+def test_the_size_limit_is_the_code_cells_not_the_outputs(tmp_path):
+    notebook = nbformat.v4.new_notebook(cells=[new_code_cell("import torch\nx = torch.zeros(2).cuda()")])
+    notebook.cells[0].outputs = [nbformat.v4.new_output("stream", name="stdout", text="0" * 2_000_000)]
+    path = tmp_path / "big.ipynb"
+    nbformat.write(notebook, path)
+    assert rewrite_file(path, Options(max_bytes=1_000_000)).status == "changed"
+    assert check_file((str(path), "", "cpu", 1_000_000)).findings
+    small = rewrite_file(path, Options(max_bytes=20))
+    assert small.status == "skipped" and small.reason.endswith("bytes of code cells, over the limit of 20 "
+                                                               "(--max-file-size)")

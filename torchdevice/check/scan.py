@@ -37,13 +37,13 @@ def check_file(task: tuple[str, str, str, int | None]) -> FileReport:
     if skip:
         return FileReport(path, skipped=skip)
     try:
-        data, _ = files.read(Path(path), max_bytes)
         if notebooks.is_notebook(path):
-            notebook = notebooks.read(Path(path), data)
+            notebook, _ = notebooks.load(Path(path), max_bytes)
             found = check_source(notebook.script, path, target) if may_find(notebook.script.encode(), target) else []
             located = tuple(replace(f, cell=cell, line=line)
                             for f in found for cell, line in [notebook.cells.locate(f.line)])
             return FileReport(path, located, cells=notebook.cells.skipped)
+        data, _ = files.read(Path(path), max_bytes)
         if not may_find(data, target):
             return FileReport(path)
         source, _ = files.decode(Path(path), data)

@@ -94,14 +94,18 @@ def rewrite_file(path: Path, options: Options) -> FileResult:
     """Read and rewrite one file; in ``write`` mode the result carries the new content (see ``_write``)."""
     name = str(path)
     try:
-        data, snapshot = files.read(path, options.max_bytes)
-        notebook = notebooks.read(path, data) if notebooks.is_notebook(path) else None
+        notebook = None
+        if notebooks.is_notebook(path):
+            notebook, snapshot = notebooks.load(path, options.max_bytes)
+            data = notebook.script.encode()
+        else:
+            data, snapshot = files.read(path, options.max_bytes)
     except files.Skipped as exc:
         return FileResult(name, "skipped", reason=str(exc))
     except files.Unreadable as exc:
         return FileResult(name, "failed", reason=str(exc))
     cells = notebook.cells.skipped if notebook is not None else ()
-    if not ruleset.default().may_apply(data if notebook is None else notebook.script.encode()):
+    if not ruleset.default().may_apply(data):
         return FileResult(name, "clean", cells=cells)
     try:
         source, encoding = files.decode(path, data) if notebook is None else (notebook.script, "utf-8")

@@ -18,7 +18,8 @@ A notebook is JSON (UTF-8); it is written back as it was formatted (the indent i
 by default, key order, ``ensure_ascii`` as found, the final newline), only the changed code cells' sources
 replaced (a list of lines where it was one, as nbformat writes it): outputs, metadata and cell ids stay. A
 file that is not JSON or not a notebook of nbformat 4 is :class:`NotebookError` (a ``files.Unreadable``),
-naming the file. Nothing here needs the ``nbformat`` package.
+naming the file. The size limit of ``--max-file-size`` applies to the code cells' text (outputs such as plots make
+notebooks large). Nothing here needs the ``nbformat`` package.
 """
 
 from __future__ import annotations
@@ -151,6 +152,18 @@ class Notebook:
         style = self._style
         text = json.dumps(self.document, indent=style["indent"], ensure_ascii=style["ascii"])
         return (text + style["end"]).encode("utf-8")
+
+
+def load(path: Path, max_bytes: int | None = None) -> tuple[Notebook, files.Snapshot]:
+    """Read the notebook at ``path`` (``files.read``); ``max_bytes`` limits its code cells' text, not the file, whose
+    outputs (plots...) may be large. Raises ``files.Unreadable`` (NotebookError for what is not a notebook) and
+    ``files.Skipped``."""
+    data, snapshot = files.read(path)
+    notebook = read(path, data)
+    size = len(notebook.script.encode("utf-8"))
+    if max_bytes is not None and size > max_bytes:
+        raise files.Skipped(f"{size:,} bytes of code cells, over the limit of {max_bytes:,} (--max-file-size)")
+    return notebook, snapshot
 
 
 def read(path: Path, data: bytes) -> Notebook:
