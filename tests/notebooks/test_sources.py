@@ -4,6 +4,7 @@ nbformat (or Colab) wrote it, bad notebooks refused naming the file, ``.ipynb`` 
 
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 
@@ -12,7 +13,9 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from torchdevice.check.scan import check_file
+from torchdevice.rewrite import ruleset
 from torchdevice.rewrite.jobs import Options, rewrite_file, rewrite_files
+from torchdevice.rewrite.source import rewrite_source
 from torchdevice.source import files, notebooks
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "colab_train.ipynb"
@@ -119,7 +122,7 @@ def test_walking_finds_notebooks_but_not_jupyter_checkpoints(tmp_path):
 def test_a_rewritten_script_whose_markers_are_lost_is_refused(tmp_path):
     notebook = notebooks.read(EXAMPLE, EXAMPLE.read_bytes())
     with pytest.raises(ValueError, match="cannot be told apart"):
-        notebook.rewritten(notebook.script.replace("# torchdevice:cell 3\n", ""))
+        notebook.rewritten(notebook.script.replace("__torchdevice_cell_3__\n", ""))
 
 
 def test_the_size_limit_is_the_code_cells_not_the_outputs(tmp_path):
@@ -132,3 +135,45 @@ def test_the_size_limit_is_the_code_cells_not_the_outputs(tmp_path):
     small = rewrite_file(path, Options(max_bytes=20))
     assert small.status == "skipped" and small.reason.endswith("bytes of code cells, over the limit of 20 "
                                                                "(--max-file-size)")
+
+
+FIXTURES = sorted((Path(__file__).resolve().parents[1] / "rewrite" / "fixtures").rglob("*.in.py"))
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_a_module_cut_into_cells_is_rewritten_as_the_module_is(fixture):
+    """Each of the rewriter's fixtures, one top-level statement per cell: each rewritten cell parses, and the cells
+    say what the module's rewrite says, but for blank lines and guards, which never join statements of two cells."""
+    source = fixture.read_text(encoding="utf-8")
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        pytest.skip("not Python that this Python parses")
+    lines = source.splitlines(keepends=True)
+    cuts = [0, *(min([n.lineno, *(d.lineno for d in getattr(n, "decorator_list", []))]) - 1 for n in tree.body[1:]),
+            len(lines)]
+    cells = ["".join(lines[a:b]) for a, b in zip(cuts, cuts[1:], strict=False)]
+    document = new_notebook(cells=[new_code_cell(c) for c in cells])
+    notebook = notebooks.read(Path("cut.ipynb"), nbformat.writes(document).encode())
+    rules = ruleset.default()
+    changed = dict((n, new) for n, _, new in notebook.rewritten(rewrite_source(notebook.script, rules).code))
+    for new in changed.values():
+        ast.parse(new)
+
+    def said(code: str) -> list[str]:
+        guard = "if torch.accelerator.is_available():"
+        return [line.strip() for line in code.splitlines() if line.strip() and line.strip() != guard]
+
+    assert said("".join(changed.get(n, c) for n, c in enumerate(cells, 1))) == \
+        said(rewrite_source(source, rules).code)
+
+
+def test_a_first_cell_with_a_docstring_and_future_imports_stays_first(tmp_path):
+    first = '"""A tutorial."""\nfrom __future__ import annotations'
+    path = write(tmp_path / "nb.ipynb", first, "x = 1", "y = x.cuda()", markdown_first=False)
+    result = rewrite_file(path, Options(mode="write"))
+    assert result.status == "changed", result.reason
+    files.replace(path, result.snapshot, result.data)
+    cells = sources(path)
+    assert cells[0] == f"{first}\nimport torch" and cells[1] == "x = 1" and ".cuda()" not in cells[2]
+    ast.parse("\n".join(cells))

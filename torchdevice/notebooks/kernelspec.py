@@ -49,6 +49,7 @@ def spec(target: str | None, devices: int | None) -> dict[str, Any]:
 
 def install(name: str, target: str | None, devices: int | None, user: bool, prefix: str | None) -> str:
     """Install the kernelspec ``name`` (for this user, or under ``prefix``); the directory it is in."""
+    require("ipykernel")  # the kernel the spec starts
     manager = require("jupyter_client.kernelspec").KernelSpecManager()
     with tempfile.TemporaryDirectory() as folder:
         with open(os.path.join(folder, "kernel.json"), "w", encoding="utf-8") as f:

@@ -1,8 +1,10 @@
 """Jupyter notebooks (``.ipynb``, nbformat 4) as sources of ``torchdevice check`` and ``torchdevice rewrite``.
 
 As nbQA and Jupytext do, the code cells are read as one Python module (cells share one namespace, so an
-import in cell 1 serves cell 5): :meth:`Notebook.script` joins them, each after a marker comment, and
-:meth:`Notebook.rewritten` splits a rewritten script back at the markers into the cells' new sources. A
+import in cell 1 serves cell 5): :meth:`Notebook.script` joins them, each after a marker, and
+:meth:`Notebook.rewritten` splits a rewritten script back at the markers into the cells' new sources. The first
+marker is a comment (a cell may open with ``from __future__ import ...`` or a docstring), the others are statements
+(a name alone), so that no rewrite joins the statements of two cells (as in one guard). A
 line in the script is located by :meth:`Cells.locate` as a cell's number (counted among all cells from 1,
 as nbQA counts) and a line in it.
 
@@ -39,7 +41,7 @@ from torchdevice.source.parsing import split_lines
 SUFFIX = ".ipynb"
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture"})
 """Cell magics whose body is Python: the body is read, the magic's line masked."""
-_MARKER = "# torchdevice:cell"
+_MARKER = "__torchdevice_cell"
 _PLACEHOLDER = "__torchdevice_ipython"
 _ESCAPES = re.compile(r"[ \t]*(?:[!%?]|[\w.]+[ \t]*=[ \t]*[!%]|[\w.*]+[ \t]*\?\??[ \t]*$)")
 """The start of a line in IPython's syntax: an escape, an assignment from one, or a help request."""
@@ -102,7 +104,7 @@ class Notebook:
         lines: list[str] = []
         starts = []
         for source in self._code:
-            lines.append(f"{self._marker} {source.number}\n")
+            lines.append(f"# {self._marker} {source.number}\n" if not lines else f"{self._marker}_{source.number}__\n")
             starts.append(len(lines) + 1)
             if not source.skip:
                 body = source.text
@@ -115,15 +117,20 @@ class Notebook:
     def rewritten(self, script: str) -> list[tuple[int, str, str]]:
         """``(cell number, old source, new source)`` of each code cell ``script`` (a rewrite of :attr:`script`)
         changes; raises ValueError where its markers or placeholders are not all found as written."""
-        parts = re.split(rf"^{re.escape(self._marker)} (\d+)\r?\n", script, flags=re.MULTILINE)
-        if parts[0].strip() or [int(n) for n in parts[1::2]] != list(self.cells.numbers):
+        marker = re.escape(self._marker)
+        parts = re.split(rf"^(?:# {marker} (\d+)|{marker}_(\d+)__)\r?\n", script, flags=re.MULTILINE)
+        numbers = [int(first or other) for first, other in zip(parts[1::3], parts[2::3], strict=True)]
+        if numbers != list(self.cells.numbers):
             raise ValueError("the rewritten cells cannot be told apart")
+        bodies = parts[3::3]
+        if bodies:  # what was put before the first cell's marker (at the top of the module) is the first cell's
+            bodies[0] = parts[0] + bodies[0]
         changed = []
-        for source, body in zip(self._code, parts[2::2], strict=True):
+        for source, body in zip(self._code, bodies, strict=True):
             if source.skip:
                 continue
-            if not source.original.endswith(("\n", "\r")) and body.endswith("\n"):
-                body = body[:-2] if body.endswith("\r\n") else body[:-1]
+            if not source.original.endswith(("\n", "\r")):  # as Jupyter keeps a cell: without a final newline
+                body = body.rstrip("\r\n")
             new = self._unmask(body, source)
             if new != source.original:
                 changed.append((source.number, source.original, new))
