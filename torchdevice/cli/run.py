@@ -6,6 +6,9 @@ installed first, in this process and in every Python process the program starts:
 ``__main__.py``, as for ``python``. An uncaught exception is reported through ``sys.excepthook`` with
 the program's own frames only; an uncaught ``KeyboardInterrupt`` (Ctrl-C) then ends the process the
 way Python ends it, killed by SIGINT (exit status 130 in a shell), so that shell loops stop.
+
+``torchdevice run [...] [--output PATH | --inplace] NOTEBOOK.ipynb`` runs a notebook's cells through a Jupyter kernel
+that the runtime installed here follows (:mod:`torchdevice.notebooks.execute`).
 """
 
 from __future__ import annotations
@@ -61,11 +64,12 @@ def run(args: argparse.Namespace) -> int:
     except Unrunnable as exc:
         print(f"torchdevice run: {exc}", file=sys.stderr)
         return exc.status
-    notebook = None
+    notebook: tuple[str, Any] | None = None
     if main is not None and main[0].endswith(".ipynb"):
-        notebook = _load_notebook(main[0], args)  # before the runtime: a bad notebook is said at once
-        if isinstance(notebook, int):
-            return notebook
+        loaded = _load_notebook(main[0], args)  # before the runtime: a bad notebook is said at once
+        if isinstance(loaded, int):
+            return loaded
+        notebook = (main[0], loaded)
     if module:
         sys.path[0] = os.getcwd()
         if importlib.util.find_spec(module[0]) is None:
@@ -89,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
 
             program_report.note_warning(text)
     if notebook is not None:
-        return _run_notebook(notebook, main[0], args)  # type: ignore[index]
+        return _run_notebook(*notebook, args)
     if args.output or args.inplace:
         print("torchdevice run: --output and --inplace are for notebooks (.ipynb)", file=sys.stderr)
         return 2
@@ -128,7 +132,7 @@ def _load_notebook(path: str, args: argparse.Namespace) -> Any:
         return 1
 
 
-def _run_notebook(notebook: Any, path: str, args: argparse.Namespace) -> int:
+def _run_notebook(path: str, notebook: Any, args: argparse.Namespace) -> int:
     """Run a notebook's cells through a Jupyter kernel under the runtime installed here; 1 with the failing cell's
     number and traceback when one fails."""
     from torchdevice.notebooks.execute import CellFailed, default_output, execute
