@@ -58,10 +58,11 @@ def on_cpu(tmp_path_factory) -> torch.Tensor:
     return losses(native(path))
 
 
-def test_a_colab_notebook_runs_under_the_runtime_with_the_numbers_of_the_cpu(tmp_path, on_cpu):
+@pytest.mark.parametrize("target", ["cpu", "mps-sim"])
+def test_a_colab_notebook_runs_under_the_runtime_with_the_numbers_of_the_cpu(tmp_path, on_cpu, target):
     path = tmp_path / "colab.ipynb"
     path.write_bytes(EXAMPLE.read_bytes())
-    done = torchdevice("run", "--target", "cpu", "--report", tmp_path / "report.json", path)
+    done = torchdevice("run", "--target", target, "--report", tmp_path / "report.json", path)
     assert done.returncode == 0, done.stderr
     executed = nbformat.read(tmp_path / "colab.nbconvert.ipynb", as_version=4)
     torch.testing.assert_close(losses(executed), on_cpu, rtol=1e-5, atol=1e-6)
@@ -71,7 +72,7 @@ def test_a_colab_notebook_runs_under_the_runtime_with_the_numbers_of_the_cpu(tmp
     assert "image/png" in executed.cells[-1].outputs[0]["data"]  # the matplotlib plot
     report = json.loads((tmp_path / "report.json").read_text())
     [kernel] = [p for p in report["processes"] if p["role"] == "Jupyter kernel"]
-    assert kernel["redirects"]["torch.Tensor.cuda"] == {"cuda->cpu": 4}  # the model's 4 parameters
+    assert kernel["redirects"]["torch.Tensor.cuda"] == {f"cuda->{report['target']}": 4}  # the model's 4 parameters
     assert path.read_bytes() == EXAMPLE.read_bytes()
 
 
