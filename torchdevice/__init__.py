@@ -84,6 +84,21 @@ def target() -> torch.device:
     return activation.current_target()
 
 
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext torchdevice``: install in this IPython or Jupyter session, and add the ``%torchdevice`` magic
+    (see :mod:`torchdevice.notebooks.extension`)."""
+    from torchdevice.notebooks import extension
+
+    extension.load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext torchdevice``: uninstall."""
+    from torchdevice.notebooks import extension
+
+    extension.unload(ipython)
+
+
 def report() -> dict[str, Any]:
     """``{"redirects": {op: {route: n}}, "fallbacks": {op: {route: n}}, "standins": {name: {route: n}}}`` since
     start or the last reset (``standins``: the flash-attn, xformers and apex stand-ins used, per device type)."""

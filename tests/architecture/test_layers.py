@@ -5,7 +5,8 @@ functions included): the device layer at the bottom, the simulated Mac in one pa
 ``simulated``, ``distributed`` and ``standins`` stand on it; ``runtime`` installs them (by name, through
 ``importlib``, never an import statement of one another); the front (``torchdevice/__init__.py``) and the command
 line are on top. The source tools (``rewrite``, ``check``, on ``source``) read files and never the runtime
-(``codegen`` importing only the shared records is held in ``tests/codegen/test_generated.py``).
+(``codegen`` importing only the shared records is held in ``tests/codegen/test_generated.py``). Jupyter's packages
+(the ``notebook`` extra) are imported by name through ``torchdevice.notebooks.require`` alone.
 """
 
 from __future__ import annotations
@@ -114,6 +115,12 @@ def test_the_parts_of_the_package_import_each_other_in_no_circle():
 def test_the_source_tools_never_import_the_runtime_side():
     wrong = {(m, i) for folder in ("rewrite", "check") for m, imports in _graph(PACKAGE / folder).items()
              for i in imports if i.startswith("torchdevice.") and _part(i).split(".")[1] in RUNTIME_SIDE}
+    assert wrong == set()
+
+
+def test_jupyter_s_packages_are_imported_only_when_a_notebook_command_needs_them():
+    jupyter = ("nbclient", "nbformat", "jupyter_client", "jupyter_core", "ipykernel", "IPython", "traitlets")
+    wrong = {(m, i) for m, imports in _graph(PACKAGE).items() for i in imports if i.split(".")[0] in jupyter}
     assert wrong == set()
 
 

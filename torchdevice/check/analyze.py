@@ -75,6 +75,8 @@ class Finding:
     message: str
     todo: str = ""
     """What to do (blockers and warnings)."""
+    cell: int | None = None
+    """In a notebook: the number of the code cell ``line`` is in."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -9,6 +9,7 @@ from typing import Any, TextIO
 
 from torchdevice.check.analyze import SEVERITIES, Finding
 from torchdevice.check.scan import FileReport
+from torchdevice.source.notebooks import place
 
 GROUPS = {
     "import": "CUDA-only packages",
@@ -31,12 +32,14 @@ def print_lines(reports: Sequence[FileReport], out: TextIO, err: TextIO, show: S
     for r in reports:
         for f in r.findings:
             if f.severity in show:
-                print(f"{f.path}:{f.line}:{f.column}: {f.severity} {f.name} {f.message}"
+                print(f"{place(f.path, f.cell, f.line)}:{f.column}: {f.severity} {f.name} {f.message}"
                       + (f"; {f.todo}" if f.todo else ""), file=out)
         if r.error:
             print(f"error: {r.error}", file=err)
         elif r.skipped:
             print(f"skipped {r.path}: {r.skipped}", file=err)
+        for number, why in r.cells:
+            print(f"skipped {r.path}:cell {number}: {why}", file=err)
 
 
 def summary(reports: Sequence[FileReport], target: str, seconds: float) -> str:
@@ -55,7 +58,7 @@ def summary(reports: Sequence[FileReport], target: str, seconds: float) -> str:
             for (k, name, message), items in sorted(groups.items(), key=lambda g: (-len(g[1]), g[0])):
                 if k != kind:
                     continue
-                places = ", ".join(f"{f.path}:{f.line}" for f in items[:SHOWN])
+                places = ", ".join(place(f.path, f.cell, f.line) for f in items[:SHOWN])
                 places += ", ..." if len(items) > SHOWN else ""
                 lines.append(f"  {GROUPS[kind]}: {name} x{len(items)}: {message} ({places})")
     counts = Counter(f.severity for f in found)

@@ -1,13 +1,14 @@
-"""Check files: found, read and spread over worker processes as ``torchdevice rewrite`` does (``source``)."""
+"""Check files: found, read and spread over worker processes as ``torchdevice rewrite`` does (``source``); a
+notebook's code cells are checked as one module (:mod:`torchdevice.source.notebooks`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from torchdevice.check.analyze import Finding, check_source, may_find
-from torchdevice.source import files
+from torchdevice.source import files, notebooks
 from torchdevice.source.pool import parallel
 
 
@@ -19,6 +20,8 @@ class FileReport:
     """Why the file could not be checked (``path[:line]: reason``), else empty."""
     skipped: str = ""
     """Why the file was set aside unread (``--max-file-size``, a link out of the paths...), else empty."""
+    cells: tuple[tuple[int, str], ...] = ()
+    """In a notebook: (number, why) of the code cells set aside (IPython cell magics, cells that do not parse)."""
 
 
 def check_files(found: Sequence[files.Found], target: str, jobs: int, max_bytes: int | None) -> list[FileReport]:
@@ -34,6 +37,12 @@ def check_file(task: tuple[str, str, str, int | None]) -> FileReport:
     if skip:
         return FileReport(path, skipped=skip)
     try:
+        if notebooks.is_notebook(path):
+            notebook, _ = notebooks.load(Path(path), max_bytes)
+            found = check_source(notebook.script, path, target) if may_find(notebook.script.encode(), target) else []
+            located = tuple(replace(f, cell=cell, line=line)
+                            for f in found for cell, line in [notebook.cells.locate(f.line)])
+            return FileReport(path, located, cells=notebook.cells.skipped)
         data, _ = files.read(Path(path), max_bytes)
         if not may_find(data, target):
             return FileReport(path)

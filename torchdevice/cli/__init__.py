@@ -12,9 +12,10 @@ import os
 import sys
 
 COMMANDS = {
-    "run": ("torchdevice.cli.run", "run a Python program with torchdevice active, like `python`"),
+    "run": ("torchdevice.cli.run", "run a Python program or a Jupyter notebook with torchdevice active"),
     "rewrite": ("torchdevice.cli.rewrite", "rewrite CUDA-specific source into device-agnostic PyTorch"),
     "check": ("torchdevice.cli.check", "say what will not run on the target, from the sources (nothing is run)"),
+    "kernel": ("torchdevice.cli.kernel", "install, remove or list the Jupyter kernel that runs under the runtime"),
     "catalog": ("torchdevice.cli.catalog", "statistics and look-ups in the torch API catalog"),
     "doctor": ("torchdevice.cli.doctor", "what this machine offers and what the runtime would do"),
     "probe": ("torchdevice.cli.probe", "measure MPS's missing kernels and limits here against the tables"),

@@ -30,7 +30,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="files, or directories to search for *.py files")
+    parser.add_argument("paths", nargs="+", metavar="PATH",
+                        help="files, or directories to search for *.py and *.ipynb files")
     parser.add_argument("--target", choices=TARGETS, default="mps",
                         help="where the program will run (default: mps; mps-sim: the simulated MPS target)")
     parser.add_argument("--json", action="store_true", help="print the findings as JSON")

@@ -43,7 +43,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG.format(rules="\n".join(f"  {r.code}  {r.name}" for r in RULES))
-    parser.add_argument("paths", nargs="+", metavar="PATH", help="files, or directories to search for *.py files")
+    parser.add_argument("paths", nargs="+", metavar="PATH",
+                        help="files, or directories to search for *.py and *.ipynb files")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--check", dest="mode", action="store_const", const="check",
                       help="report the files that would change (the default)")

@@ -6,6 +6,9 @@ installed first, in this process and in every Python process the program starts:
 ``__main__.py``, as for ``python``. An uncaught exception is reported through ``sys.excepthook`` with
 the program's own frames only; an uncaught ``KeyboardInterrupt`` (Ctrl-C) then ends the process the
 way Python ends it, killed by SIGINT (exit status 130 in a shell), so that shell loops stop.
+
+``torchdevice run [...] [--output PATH | --inplace] NOTEBOOK.ipynb`` runs a notebook's cells through a Jupyter kernel
+that the runtime installed here follows (:mod:`torchdevice.notebooks.execute`).
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ import sys
 import types
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 _OWN_MODULES = (__name__, "runpy")
 
@@ -30,7 +35,8 @@ _OWN_MODULES = (__name__, "runpy")
 def configure(parser: argparse.ArgumentParser) -> None:
     from torchdevice.device.target import TARGETS
 
-    parser.usage = "torchdevice run [-h] [--target T] [--devices N] [--report FILE] (SCRIPT | -m MODULE) [ARGS...]"
+    parser.usage = ("torchdevice run [-h] [--target T] [--devices N] [--report FILE] (SCRIPT | -m MODULE) [ARGS...]\n"
+                    "       torchdevice run [...] [--output PATH | --inplace] NOTEBOOK.ipynb")
     parser.add_argument("--target", choices=TARGETS, metavar="{" + ",".join(TARGETS) + "}",
                         help="where \"cuda\" goes (default: $TORCHDEVICE_TARGET, else the best device here); "
                              "mps-sim: Apple silicon's kernels and dtypes, simulated on this machine")
@@ -40,6 +46,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="at exit, write what the runtime did in every process of the program to FILE (JSON; "
                              "a page to look at, self-contained HTML, when FILE ends in .html) and print a summary "
                              "on stderr")
+    parser.add_argument("--output", metavar="PATH", help="a notebook: where the executed notebook goes "
+                        "(default: NAME.nbconvert.ipynb beside it, as `jupyter nbconvert --execute` writes it)")
+    parser.add_argument("--inplace", action="store_true", help="a notebook: write the executed notebook over it")
     parser.add_argument("-m", dest="run_module", nargs=argparse.REMAINDER, metavar="MODULE [ARGS...]",
                         help="run library module MODULE as a script, with its arguments")
     parser.add_argument("program", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS...]",
@@ -56,6 +65,12 @@ def run(args: argparse.Namespace) -> int:
     except Unrunnable as exc:
         print(f"torchdevice run: {exc}", file=sys.stderr)
         return exc.status
+    notebook: tuple[str, Any] | None = None
+    if main is not None and main[0].endswith(".ipynb"):
+        loaded = _load_notebook(main[0], args)  # before the runtime: a bad notebook is said at once
+        if isinstance(loaded, int):
+            return loaded
+        notebook = (main[0], loaded)
     if module:
         sys.path[0] = os.getcwd()
         if importlib.util.find_spec(module[0]) is None:
@@ -78,6 +93,11 @@ def run(args: argparse.Namespace) -> int:
             from torchdevice.reporting import program as program_report
 
             program_report.note_warning(text)
+    if notebook is not None:
+        return _run_notebook(*notebook, args)
+    if args.output or args.inplace:
+        print("torchdevice run: --output and --inplace are for notebooks (.ipynb)", file=sys.stderr)
+        return 2
     sys.argv = list(module or args.program)
     try:
         if main is None:
@@ -93,6 +113,40 @@ def run(args: argparse.Namespace) -> int:
     except BaseException as exc:  # noqa: BLE001 - reported as the interpreter would, then its exit status
         _report(exc, sys.excepthook)
         return 1
+    return 0
+
+
+def _load_notebook(path: str, args: argparse.Namespace) -> Any:
+    """The notebook to run (see :mod:`torchdevice.notebooks.execute`), else the exit status after saying why not."""
+    from torchdevice.notebooks import MissingExtra
+    from torchdevice.notebooks.execute import load
+    from torchdevice.source.files import Unreadable
+
+    if len(args.program) > 1 or args.output and args.inplace:
+        print(f"torchdevice run: {'a notebook takes no arguments' if len(args.program) > 1 else ''}"
+              f"{'give --output or --inplace, not both' if args.output and args.inplace else ''}", file=sys.stderr)
+        return 2
+    try:
+        return load(Path(path))
+    except (MissingExtra, Unreadable) as exc:
+        print(f"torchdevice run: {exc}", file=sys.stderr)
+        return 1
+
+
+def _run_notebook(path: str, notebook: Any, args: argparse.Namespace) -> int:
+    """Run a notebook's cells through a Jupyter kernel under the runtime installed here; 1 with the failing cell's
+    number and traceback when one fails."""
+    from torchdevice.notebooks.execute import CellFailed, default_output, execute
+
+    shown = os.path.relpath(path)
+    output = Path(path) if args.inplace else Path(args.output) if args.output else default_output(Path(path))
+    try:
+        cells = execute(notebook, Path(path), output)
+    except CellFailed as exc:
+        print(f"torchdevice run: {shown}: cell {exc.cell} failed (the notebook as run so far: {output}):\n{exc}",
+              file=sys.stderr)
+        return 1
+    print(f"torchdevice run: {shown}: {cells} code cells run; written to {output}", file=sys.stderr)
     return 0
 
 

@@ -47,12 +47,12 @@ SHOWN = 8
 class Session:
     """This process's part in a report: where its entry goes, and (in the main process) where the report goes."""
 
-    def __init__(self, directory: str, path: Path | None, forked: bool = False) -> None:
+    def __init__(self, directory: str, path: Path | None, forked: bool = False, started: float | None = None) -> None:
         self.directory = directory
         self.path = path
         self.forked = forked
         self.pid = os.getpid()
-        self.started = time.perf_counter()
+        self.started = time.perf_counter() if started is None else started
         self.warnings: list[str] = []
         self.done = False
         self.said_unwritable = False
@@ -60,6 +60,8 @@ class Session:
 
 _session: Session | None = None
 _hooks_set = False
+_IMPORTED = time.perf_counter()
+"""When this process began to count for a report it has not started (:func:`so_far`)."""
 
 
 def start(path: str | os.PathLike[str]) -> None:
@@ -226,7 +228,14 @@ def _role(session: Session) -> str:
     name = multiprocessing.current_process().name
     if name != "MainProcess":
         return f"multiprocessing {name}"
-    return "forked child" if session.forked else "subprocess"
+    if session.forked:
+        return "forked child"
+    return "Jupyter kernel" if "ipykernel" in sys.modules else "subprocess"
+
+
+def so_far() -> dict[str, Any]:
+    """This process's report until now, as :func:`merge` makes it (``%torchdevice report`` in a notebook)."""
+    return merge(_entry(_session or Session("", None, started=_IMPORTED)), [])
 
 
 def _read_entries(directory: str) -> list[dict[str, Any]]:

@@ -1,5 +1,6 @@
-"""Rewrite many files: read, test cheaply, parse and rewrite in the worker pool (``torchdevice.source.pool``);
-write in this process.
+"""Rewrite many files (Python files and notebooks, whose code cells are rewritten as one module: see
+:mod:`torchdevice.source.notebooks`): read, test cheaply, parse and rewrite in the worker pool
+(``torchdevice.source.pool``); write in this process.
 
 The parent process is the only one that writes, each file right after its result arrives and only if
 the file is still what the worker read. Each file gets a size limit (set aside unread above it) and a
@@ -21,7 +22,7 @@ from torchdevice.rewrite import ruleset
 from torchdevice.rewrite.selection import Selection
 from torchdevice.rewrite.source import RewriteError, SourceError, rewrite_source
 from torchdevice.rewrite.state import Note
-from torchdevice.source import files
+from torchdevice.source import files, notebooks
 from torchdevice.source.parsing import split_lines
 from torchdevice.source.pool import parallel
 
@@ -50,6 +51,8 @@ class FileResult:
     added: int = 0
     """Lines the rewrite adds."""
     reason: str = ""
+    cells: tuple[tuple[int, str], ...] = ()
+    """In a notebook: (number, why) of the code cells set aside (IPython cell magics, cells that do not parse)."""
     diff: str = ""
     snapshot: files.Snapshot | None = None
     data: bytes = b""
@@ -91,35 +94,62 @@ def rewrite_file(path: Path, options: Options) -> FileResult:
     """Read and rewrite one file; in ``write`` mode the result carries the new content (see ``_write``)."""
     name = str(path)
     try:
-        data, snapshot = files.read(path, options.max_bytes)
+        notebook = None
+        if notebooks.is_notebook(path):
+            notebook, snapshot = notebooks.load(path, options.max_bytes)
+            data = notebook.script.encode()
+        else:
+            data, snapshot = files.read(path, options.max_bytes)
     except files.Skipped as exc:
         return FileResult(name, "skipped", reason=str(exc))
     except files.Unreadable as exc:
         return FileResult(name, "failed", reason=str(exc))
+    cells = notebook.cells.skipped if notebook is not None else ()
     if not ruleset.default().may_apply(data):
-        return FileResult(name, "clean")
+        return FileResult(name, "clean", cells=cells)
     try:
-        source, encoding = files.decode(path, data)
+        source, encoding = files.decode(path, data) if notebook is None else (notebook.script, "utf-8")
         with _time_limit(options.seconds):
             result = rewrite_source(source, ruleset.default(), options.selection)
     except files.Unreadable as exc:
         return FileResult(name, "failed", reason=str(exc))
     except SourceError as exc:
-        return FileResult(name, "failed", reason=f"{path}:{exc.line}: syntax error: {exc}")
+        where = notebooks.place(name, *notebook.cells.locate(exc.line)) if notebook else f"{path}:{exc.line}"
+        return FileResult(name, "failed", reason=f"{where}: syntax error: {exc}")
     except RewriteError as exc:
         return FileResult(name, "failed", reason=f"{path}: {exc}")
     except TimeLimit:
         return FileResult(name, "skipped", reason=f"still rewriting after {options.seconds:g} s (--timeout)")
+    notes = result.notes
+    if notebook is not None:
+        notes = tuple(replace(n, cell=cell, line=line) for n in notes for cell, line in [notebook.cells.locate(n.line)])
     if result.code == source:
-        return FileResult(name, "unchanged", result.notes)
-    before, after = split_lines(source), split_lines(result.code)
-    diff = "".join(difflib.unified_diff(before, after, fromfile=name, tofile=name)) if options.mode == "diff" else ""
+        return FileResult(name, "unchanged", notes, cells=cells)
     try:
-        new = files.encode(path, result.code, encoding) if options.mode == "write" else b""
+        rewritten = notebook.rewritten(result.code) if notebook is not None else []
+    except ValueError as exc:
+        return FileResult(name, "failed", notes, reason=f"{path}: internal error: {exc}; left unchanged")
+    changes = [(name, split_lines(source), split_lines(result.code))] if notebook is None else \
+        [(f"{name}:cell {n}", _lines(old), _lines(new)) for n, old, new in rewritten]
+    added = sum(len(after) - len(before) for _, before, after in changes)
+    diff = "".join("".join(difflib.unified_diff(before, after, fromfile=where, tofile=where))
+                   for where, before, after in changes) if options.mode == "diff" else ""
+    try:
+        if options.mode != "write":
+            new = b""
+        else:
+            new = files.encode(path, result.code, encoding) if notebook is None else notebook.dumps(rewritten)
     except files.Refused as exc:
-        return FileResult(name, "failed", result.notes, reason=f"{path}: not written: {exc}")
-    return FileResult(name, "changed", result.notes, result.sites, len(after) - len(before), diff=diff,
-                      snapshot=snapshot, data=new)
+        return FileResult(name, "failed", notes, reason=f"{path}: not written: {exc}")
+    return FileResult(name, "changed", notes, result.sites, added, cells=cells, diff=diff, snapshot=snapshot, data=new)
+
+
+def _lines(cell: str) -> list[str]:
+    """A cell's lines for a diff, the last one ended too (a cell's source has no final newline)."""
+    lines = split_lines(cell)
+    if lines and not lines[-1].endswith(("\n", "\r")):
+        lines[-1] += "\n"
+    return lines
 
 
 def _write(result: FileResult) -> FileResult:

@@ -10,6 +10,7 @@ from typing import TextIO
 
 from torchdevice.rewrite import REQUIRES_TORCH
 from torchdevice.rewrite.jobs import FileResult, Mode
+from torchdevice.source.notebooks import place
 
 EXIT_CHANGES = 1
 EXIT_FAILED = 123
@@ -27,7 +28,9 @@ def print_results(results: Sequence[FileResult], mode: Mode, out: TextIO, err: T
         if r.status == "changed":
             print(f"{_DONE[mode]} {r.path}", file=err)
         for note in r.notes:
-            print(f"{r.path}:{note.line}:{note.column}: {note.code} {note.message}", file=err)
+            print(f"{place(r.path, note.cell, note.line)}:{note.column}: {note.code} {note.message}", file=err)
+        for number, why in r.cells:
+            print(f"skipped {r.path}:cell {number}: {why}", file=err)
         if r.status == "skipped":
             print(f"skipped {r.path}: {r.reason}", file=err)
         elif r.status == "failed":

@@ -35,12 +35,14 @@ class Expected:
 
 @dataclass(frozen=True)
 class Note:
-    """A CUDA-specific choice left in place, at ``line``:``column`` (1-based), and why."""
+    """A CUDA-specific choice left in place, at ``line``:``column`` (1-based), and why; in a notebook, ``line`` is
+    in its code cell number ``cell``."""
 
     line: int
     column: int
     code: str
     message: str
+    cell: int | None = None
 
 
 @dataclass

@@ -39,10 +39,15 @@ def propagate(patcher: Patcher, target: str, prefer_mlx: bool, devices: int | No
     ``patcher.restore()`` removes it."""
     if os.environ.get(VARIABLE) == "0":
         return
-    items = {"target": target, "devices": devices, "prefer_mlx": 1 if prefer_mlx else None}
-    os.environ[VARIABLE] = ",".join(f"{key}={value}" for key, value in items.items() if value is not None)
+    os.environ[VARIABLE] = encode(target, devices, prefer_mlx)
     patcher.defer(_forget)
     join_report()
+
+
+def encode(target: str | None, devices: int | None = None, prefer_mlx: bool = False) -> str:
+    """The value of ``TORCHDEVICE_INSTALL`` that installs with these options (``1``: the defaults)."""
+    items = {"target": target, "devices": devices, "prefer_mlx": 1 if prefer_mlx else None}
+    return ",".join(f"{key}={value}" for key, value in items.items() if value is not None) or "1"
 
 
 def join_report() -> None:

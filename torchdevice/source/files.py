@@ -1,4 +1,5 @@
-"""Finding the Python files under the given paths, reading and decoding them, and replacing them safely.
+"""Finding the Python files and Jupyter notebooks under the given paths, reading and decoding them, and replacing them
+safely.
 
 Walking never follows a symbolic link out of the given paths, never enters a directory through a link
 (so link loops end nothing), and sets aside what is not a regular file (a FIFO named ``x.py`` would
@@ -22,8 +23,12 @@ from dataclasses import dataclass
 from fnmatch import fnmatch
 from pathlib import Path
 
-SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", "site-packages", ".venv", "venv", ".tox", ".nox"})
-"""Directories never walked into; so are virtual environments (directories holding ``pyvenv.cfg``)."""
+SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", "site-packages", ".venv", "venv", ".tox", ".nox",
+                          ".ipynb_checkpoints"})
+"""Directories never walked into (Jupyter's checkpoints are copies of notebooks); so are virtual environments
+(directories holding ``pyvenv.cfg``)."""
+SUFFIXES = (".py", ".ipynb")
+"""What walking a directory finds: Python files and notebooks (:mod:`torchdevice.source.notebooks`)."""
 
 
 class Unreadable(Exception):
@@ -65,7 +70,8 @@ class Snapshot:
 
 
 def discover(paths: Iterable[str], exclude: Iterable[str] = ()) -> Iterator[Found]:
-    """Files named in ``paths`` and ``*.py`` files below the directories among them, each once, in order.
+    """Files named in ``paths`` and ``*.py`` and ``*.ipynb`` files below the directories among them, each once, in
+    order.
 
     ``exclude`` globs are matched against a file's or directory's name and its path relative to the
     directory given; they apply to what is found by walking, not to files named explicitly. A path
@@ -100,12 +106,12 @@ def _walk(root: Path, inside: str, globs: tuple[str, ...]) -> Iterator[Found]:
                 continue
             if entry.is_symlink():
                 found = _link(path, inside)
-                if found is not None and (found.skip or entry.name.endswith(".py")):
+                if found is not None and (found.skip or entry.name.endswith(SUFFIXES)):
                     yield found
             elif entry.is_dir(follow_symlinks=False):
                 if entry.name not in SKIPPED_DIRS and not (path / "pyvenv.cfg").exists():
                     subdirectories.append(path)
-            elif entry.name.endswith(".py"):
+            elif entry.name.endswith(SUFFIXES):
                 yield Found(path) if entry.is_file(follow_symlinks=False) else Found(path, "not a regular file")
         stack.extend(reversed(subdirectories))
 
@@ -119,7 +125,7 @@ def _link(path: Path, inside: str) -> Found | None:
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             return Found(path, "symbolic link loop")
-        return Found(path) if path.name.endswith(".py") else None  # dangling: reading it says so
+        return Found(path) if path.name.endswith(SUFFIXES) else None  # dangling: reading it says so
     if os.path.commonpath([target, inside]) != inside:
         kind = "directory" if stat.S_ISDIR(st.st_mode) else "file"
         return Found(path, f"symbolic link to a {kind} outside the given paths ({target}); not followed")
