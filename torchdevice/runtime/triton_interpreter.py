@@ -1,0 +1,106 @@
+"""Triton kernels run through Triton's own interpreter, over the tensors' memory, where no GPU compiles them.
+
+A program written for NVIDIA GPUs may carry its own ``@triton.jit`` kernels (liger-kernel, unsloth,
+flash-linear-attention). Under the runtime ``torch.cuda.is_available()`` is true, so such a program launches them,
+and Triton would compile them for a GPU it cannot find. While installed, the runtime sets ``TRITON_INTERPRET=1``,
+which Triton reads when it decorates a kernel (``triton.jit`` then makes an ``InterpretedFunction``), and once the
+program imports triton (nothing is imported before):
+
+- Triton's active driver is :class:`~.triton_driver.InterpreterDriver` (the emulated CUDA device: the device,
+  target, properties, ``do_bench``'s events and the autotuner's benchmarker);
+- a kernel decorated before the installation (a ``JITFunction``) is launched, and called from another kernel,
+  through an ``InterpretedFunction`` of the same function;
+- each launch is counted per kernel with its time (:func:`torchdevice.reporting.counts.record_triton`, the
+  report's ``triton`` section), and a kernel the interpreter cannot run raises :class:`TritonKernelError`, naming
+  the kernel, its file and the reason, chained from the interpreter's error.
+
+The interpreter copies each tensor's storage to the host (``untyped_storage().cpu()``), runs every program of the
+grid on NumPy views of it, and copies it back into the device's storage: a simulated device's tensors are read and
+written through their own copy kernels.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import weakref
+from types import ModuleType, TracebackType
+from typing import Any
+
+from torchdevice.patching import Patcher
+from torchdevice.reporting.counts import record_triton
+
+VARIABLE = "TRITON_INTERPRET"
+
+
+class TritonKernelError(RuntimeError):
+    """A Triton kernel that Triton's interpreter could not run (the interpreter's error is its ``__cause__``)."""
+
+
+def activate(patcher: Patcher, device: str) -> None:
+    """Interpret Triton kernels until ``patcher.restore()`` (``device``: the target's name, for messages)."""
+    before = os.environ.get(VARIABLE)
+    os.environ[VARIABLE] = "1"
+    patcher.defer(lambda: os.environ.__setitem__(VARIABLE, before) if before is not None
+                  else os.environ.pop(VARIABLE, None))
+    patcher.after_import("triton", lambda triton: _patch(patcher, triton, device))
+
+
+def _patch(patcher: Patcher, triton: ModuleType, device: str) -> None:
+    import numpy
+    from triton.runtime import interpreter, jit
+
+    from torchdevice.runtime.triton_driver import InterpreterDriver
+
+    patcher.set(triton.runtime.driver, "_active", InterpreterDriver())
+    launch = interpreter.InterpretedFunction.run
+    interpreted: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+    def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+        if warmup:
+            return launch(self, *args, grid=grid, warmup=warmup, **kwargs)
+        start = time.perf_counter()
+        try:
+            result = launch(self, *args, grid=grid, warmup=warmup, **kwargs)
+        except interpreter.InterpreterError as exc:
+            raise TritonKernelError(_explain(self.fn, exc, device)) from exc
+        record_triton(f"{self.fn.__module__}.{self.fn.__qualname__}", time.perf_counter() - start)
+        return result
+
+    def as_interpreted(kernel: Any) -> Any:
+        if kernel not in interpreted:
+            interpreted[kernel] = interpreter.InterpretedFunction(kernel.fn)
+        return interpreted[kernel]
+
+    convert = interpreter._implicit_cvt
+
+    def implicit_cvt(arg: Any) -> Any:
+        if type(arg) is float:  # an fp32 scalar, as Triton's JIT specializes it (the interpreter keeps a Python float)
+            return triton.language.tensor(interpreter.TensorHandle(numpy.array([arg], numpy.float32),
+                                                                   triton.language.float32), triton.language.float32)
+        return convert(arg)
+
+    patcher.set(interpreter, "_implicit_cvt", implicit_cvt)
+    patcher.set(interpreter.InterpretedFunction, "run", run)
+    patcher.set(jit.JITFunction, "run", lambda self, *args, **kwargs: as_interpreted(self).run(*args, **kwargs))
+    patcher.set(jit.JITFunction, "__call__", lambda self, *args, **kwargs: as_interpreted(self)(*args, **kwargs))
+
+
+def _explain(fn: Any, exc: BaseException, device: str) -> str:
+    """What a failed launch says: the kernel, where it is defined, and the interpreter's reason."""
+    code = fn.__code__
+    cause = exc.__cause__ or exc
+    at = _line_in(cause.__traceback__, code.co_filename)
+    reason = f"{type(cause).__name__}: {cause}" + (f" (at line {at})" if at is not None else "")
+    return (f"Triton kernel {fn.__module__}.{fn.__qualname__} ({code.co_filename}:{code.co_firstlineno}) cannot run "
+            f"in Triton's interpreter, which runs Triton kernels on {device} (no GPU compiles them there): {reason}")
+
+
+def _line_in(traceback: TracebackType | None, filename: str) -> int | None:
+    """The line of the innermost frame of ``traceback`` in ``filename``."""
+    line = None
+    while traceback is not None:
+        if traceback.tb_frame.f_code.co_filename == filename:
+            line = traceback.tb_lineno
+        traceback = traceback.tb_next
+    return line
