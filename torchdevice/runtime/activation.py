@@ -223,7 +223,7 @@ def _activate(state: State, name: str) -> None:
             patcher.set(owner, e.attr, emulation.build(e.does, e.value, e.name))
     for feature in FEATURES:
         importlib.import_module(feature).activate(patcher, target, dict(state.options))
-    triton_interpreter.activate(patcher, name)
+    triton_interpreter.activate(patcher, target.shown or target.device)
 
 
 def resolve_attribute(module: str, path: tuple[str, ...]) -> Any:

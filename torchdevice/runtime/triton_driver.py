@@ -51,8 +51,10 @@ class InterpreterDriver(GPUDriver):
 
     utils = Utils()
 
-    def __init__(self) -> None:
+    def __init__(self, device: torch.device) -> None:
         super().__init__()
+        self.device = device
+        """The device the program's ``cuda`` tensors say they are on (``cpu``, ``mps:0``)."""
         self.get_current_stream = lambda device=None: 0
 
     @classmethod
@@ -67,9 +69,9 @@ class InterpreterDriver(GPUDriver):
         return GPUTarget("cuda", major * 10 + minor, 32)
 
     def get_active_torch_device(self) -> torch.device:
-        """The device a tensor made on ``cuda`` says it is on (``cpu``, ``mps:0``), so that the tutorials'
-        ``x.device == DEVICE`` holds for the program's tensors, as on a GPU."""
-        return torch.empty(0, device=torch.device("cuda", self.get_current_device())).device
+        """The device the program's ``cuda`` tensors say they are on, so that the tutorials' ``x.device == DEVICE``
+        holds, as on a GPU."""
+        return self.device
 
     def get_device_interface(self) -> Any:
         return torch.cuda

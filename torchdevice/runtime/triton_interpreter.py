@@ -27,6 +27,8 @@ import weakref
 from types import ModuleType, TracebackType
 from typing import Any
 
+import torch
+
 from torchdevice.patching import Patcher
 from torchdevice.reporting.counts import record_triton
 
@@ -37,8 +39,9 @@ class TritonKernelError(RuntimeError):
     """A Triton kernel that Triton's interpreter could not run (the interpreter's error is its ``__cause__``)."""
 
 
-def activate(patcher: Patcher, device: str) -> None:
-    """Interpret Triton kernels until ``patcher.restore()`` (``device``: the target's name, for messages)."""
+def activate(patcher: Patcher, device: torch.device) -> None:
+    """Interpret Triton kernels until ``patcher.restore()`` (``device``: what the program's ``cuda`` tensors say they
+    are on)."""
     before = os.environ.get(VARIABLE)
     os.environ[VARIABLE] = "1"
     patcher.defer(lambda: os.environ.__setitem__(VARIABLE, before) if before is not None
@@ -46,13 +49,13 @@ def activate(patcher: Patcher, device: str) -> None:
     patcher.after_import("triton", lambda triton: _patch(patcher, triton, device))
 
 
-def _patch(patcher: Patcher, triton: ModuleType, device: str) -> None:
+def _patch(patcher: Patcher, triton: ModuleType, device: torch.device) -> None:
     import numpy
     from triton.runtime import interpreter, jit
 
     from torchdevice.runtime.triton_driver import InterpreterDriver
 
-    patcher.set(triton.runtime.driver, "_active", InterpreterDriver())
+    patcher.set(triton.runtime.driver, "_active", InterpreterDriver(device))
     launch = interpreter.InterpretedFunction.run
     interpreted: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
 
@@ -86,7 +89,7 @@ def _patch(patcher: Patcher, triton: ModuleType, device: str) -> None:
     patcher.set(jit.JITFunction, "__call__", lambda self, *args, **kwargs: as_interpreted(self)(*args, **kwargs))
 
 
-def _explain(fn: Any, exc: BaseException, device: str) -> str:
+def _explain(fn: Any, exc: BaseException, device: torch.device) -> str:
     """What a failed launch says: the kernel, where it is defined, and the interpreter's reason."""
     code = fn.__code__
     cause = exc.__cause__ or exc
