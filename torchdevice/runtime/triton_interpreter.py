@@ -10,6 +10,7 @@ program imports triton (nothing is imported before):
   target, properties, ``do_bench``'s events and the autotuner's benchmarker);
 - a kernel decorated before the installation (a ``JITFunction``) is launched, and called from another kernel,
   through an ``InterpretedFunction`` of the same function;
+- a Python float given to a kernel is an fp32 scalar, as Triton's JIT makes it (the interpreter keeps a float);
 - each launch is counted per kernel with its time (:func:`torchdevice.reporting.counts.record_triton`, the
   report's ``triton`` section), and a kernel the interpreter cannot run raises :class:`TritonKernelError`, naming
   the kernel, its file and the reason, chained from the interpreter's error.
@@ -21,6 +22,7 @@ written through their own copy kernels.
 
 from __future__ import annotations
 
+import inspect
 import os
 import time
 import weakref
@@ -50,7 +52,6 @@ def activate(patcher: Patcher, device: torch.device) -> None:
 
 
 def _patch(patcher: Patcher, triton: ModuleType, device: torch.device) -> None:
-    import numpy
     from triton.runtime import interpreter, jit
 
     from torchdevice.runtime.triton_driver import InterpreterDriver
@@ -62,6 +63,7 @@ def _patch(patcher: Patcher, triton: ModuleType, device: torch.device) -> None:
     def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
         if warmup:
             return launch(self, *args, grid=grid, warmup=warmup, **kwargs)
+        args, kwargs = _fp32_scalars(self, args, kwargs)
         start = time.perf_counter()
         try:
             result = launch(self, *args, grid=grid, warmup=warmup, **kwargs)
@@ -75,18 +77,28 @@ def _patch(patcher: Patcher, triton: ModuleType, device: torch.device) -> None:
             interpreted[kernel] = interpreter.InterpretedFunction(kernel.fn)
         return interpreted[kernel]
 
-    convert = interpreter._implicit_cvt
-
-    def implicit_cvt(arg: Any) -> Any:
-        if type(arg) is float:  # an fp32 scalar, as Triton's JIT specializes it (the interpreter keeps a Python float)
-            return triton.language.tensor(interpreter.TensorHandle(numpy.array([arg], numpy.float32),
-                                                                   triton.language.float32), triton.language.float32)
-        return convert(arg)
-
-    patcher.set(interpreter, "_implicit_cvt", implicit_cvt)
     patcher.set(interpreter.InterpretedFunction, "run", run)
     patcher.set(jit.JITFunction, "run", lambda self, *args, **kwargs: as_interpreted(self).run(*args, **kwargs))
     patcher.set(jit.JITFunction, "__call__", lambda self, *args, **kwargs: as_interpreted(self)(*args, **kwargs))
+
+
+def _fp32_scalars(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple[Any, ...],
+                                                                                       dict[str, Any]]:
+    """The launch's Python floats as fp32 scalars, as Triton's JIT specializes them, where the interpreter would keep
+    Python floats (which have no ``.to``: liger-kernel's ``eps.to(tl.float32)`` fails on them); constexprs stay."""
+    import numpy
+    import triton.language as tl
+    from triton.runtime.interpreter import TensorHandle
+    from triton.runtime.jit import _normalize_ty
+
+    def fp32(name: str, value: Any) -> Any:
+        if type(value) is not float or _normalize_ty(annotations.get(name)) == "constexpr":
+            return value
+        return tl.tensor(TensorHandle(numpy.array([value], numpy.float32), tl.float32), tl.float32)
+
+    annotations = inspect.get_annotations(kernel.fn)
+    return (tuple(fp32(name, value) for name, value in zip(kernel.arg_names, args, strict=False)),
+            {name: fp32(name, value) for name, value in kwargs.items()})
 
 
 def _explain(fn: Any, exc: BaseException, device: torch.device) -> str:
