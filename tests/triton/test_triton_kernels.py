@@ -1,7 +1,8 @@
 """Triton kernels under the runtime: a CUDA-written program with the tutorials' kernels (``programs/``) run by
 ``torchdevice run`` on the CPU and on the simulated Mac, its results compared with PyTorch's, its launches in the
-report; a kernel the interpreter cannot run named with its file; in this process, kernels decorated before the
-installation, and nothing of triton imported or left behind by the runtime."""
+report; liger-kernel's RMSNorm, SwiGLU and GeGLU (libdevice's functions, float scalars); a kernel the interpreter
+cannot run named with its file; in this process, kernels decorated before the installation, and nothing of triton
+imported or left behind by the runtime."""
 
 from __future__ import annotations
 
@@ -66,6 +67,24 @@ def test_a_kernel_the_interpreter_cannot_run_is_named_with_its_file_and_reason(t
                            f"__main__.inline_asm_kernel ({PROGRAM}:"), last
     assert "NotImplementedError: inline_asm not supported in interpreter mode" in last
     assert "The above exception was the direct cause" in done.stderr
+
+
+@pytest.mark.slow
+def test_liger_kernels_rms_norm_swiglu_and_geglu_give_pytorchs_results_on_the_simulated_mac(tmp_path):
+    pytest.importorskip("liger_kernel")
+    out = tmp_path / "out.pt"
+    done = run("-m", "torchdevice", "run", "--target", "mps-sim", str(PROGRAM.parent / "liger_layers.py"), str(out))
+    assert done.returncode == 0, done.stdout + done.stderr
+    references = {"rms_norm": lambda a, w: a * torch.rsqrt(a.pow(2).mean(-1, keepdim=True) + 1e-6) * w,
+                  "swiglu": lambda a, b: F.silu(a) * b, "geglu": lambda a, b: F.gelu(a, approximate="tanh") * b}
+    for name, r in torch.load(out).items():
+        a, b = r["a"].requires_grad_(), r["b"].requires_grad_()
+        expected = references[name](a, b)
+        expected.backward(r["upstream"])
+        torch.testing.assert_close(r["out"], expected.detach(), msg=name)
+        torch.testing.assert_close(r["a_grad"], a.grad, msg=name)
+        torch.testing.assert_close(r["b_grad"], b.grad, msg=name)
+    assert "triton kernel liger_kernel.ops.rms_norm._rms_norm_backward_kernel: runs in" in done.stderr
 
 
 @pytest.mark.processes

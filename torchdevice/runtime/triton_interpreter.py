@@ -10,7 +10,8 @@ program imports triton (nothing is imported before):
   target, properties, ``do_bench``'s events and the autotuner's benchmarker);
 - a kernel decorated before the installation (a ``JITFunction``) is launched, and called from another kernel,
   through an ``InterpretedFunction`` of the same function;
-- a Python float given to a kernel is an fp32 scalar, as Triton's JIT makes it (the interpreter keeps a float);
+- a Python float given to a kernel is an fp32 scalar, as Triton's JIT makes it (the interpreter keeps a float), and
+  libdevice's math functions run (:mod:`.triton_libdevice`);
 - each launch is counted per kernel with its time (:func:`torchdevice.reporting.counts.record_triton`, the
   report's ``triton`` section), and a kernel the interpreter cannot run raises :class:`TritonKernelError`, naming
   the kernel, its file and the reason, chained from the interpreter's error.
@@ -55,6 +56,7 @@ def _patch(patcher: Patcher, triton: ModuleType, device: torch.device) -> None:
     from triton.runtime import interpreter, jit
 
     from torchdevice.runtime.triton_driver import InterpreterDriver
+    from torchdevice.runtime.triton_libdevice import swapped
 
     patcher.set(triton.runtime.driver, "_active", InterpreterDriver(device))
     launch = interpreter.InterpretedFunction.run
@@ -66,11 +68,18 @@ def _patch(patcher: Patcher, triton: ModuleType, device: torch.device) -> None:
         args, kwargs = _fp32_scalars(self, args, kwargs)
         start = time.perf_counter()
         try:
-            result = launch(self, *args, grid=grid, warmup=warmup, **kwargs)
+            with swapped(self.fn):
+                result = launch(self, *args, grid=grid, warmup=warmup, **kwargs)
         except interpreter.InterpreterError as exc:
             raise TritonKernelError(_explain(self.fn, exc, device)) from exc
         record_triton(f"{self.fn.__module__}.{self.fn.__qualname__}", time.perf_counter() - start)
         return result
+
+    call = interpreter.InterpretedFunction.__call__
+
+    def device_call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with swapped(self.fn):
+            return call(self, *args, **kwargs)
 
     def as_interpreted(kernel: Any) -> Any:
         if kernel not in interpreted:
@@ -78,6 +87,7 @@ def _patch(patcher: Patcher, triton: ModuleType, device: torch.device) -> None:
         return interpreted[kernel]
 
     patcher.set(interpreter.InterpretedFunction, "run", run)
+    patcher.set(interpreter.InterpretedFunction, "__call__", device_call)
     patcher.set(jit.JITFunction, "run", lambda self, *args, **kwargs: as_interpreted(self).run(*args, **kwargs))
     patcher.set(jit.JITFunction, "__call__", lambda self, *args, **kwargs: as_interpreted(self)(*args, **kwargs))
 
