@@ -47,8 +47,14 @@ def activate(patcher: Patcher, device: torch.device) -> None:
     are on)."""
     before = os.environ.get(VARIABLE)
     os.environ[VARIABLE] = "1"
-    patcher.defer(lambda: os.environ.__setitem__(VARIABLE, before) if before is not None
-                  else os.environ.pop(VARIABLE, None))
+
+    def restore() -> None:
+        if before is None:
+            os.environ.pop(VARIABLE, None)
+        else:
+            os.environ[VARIABLE] = before
+
+    patcher.defer(restore)
     patcher.after_import("triton", lambda triton: _patch(patcher, triton, device))
 
 
@@ -102,11 +108,11 @@ def _fp32_scalars(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
     from triton.runtime.jit import _normalize_ty
 
     def fp32(name: str, value: Any) -> Any:
-        if type(value) is not float or _normalize_ty(annotations.get(name)) == "constexpr":
+        if type(value) is not float or _normalize_ty(hints.get(name)) == "constexpr":
             return value
         return tl.tensor(TensorHandle(numpy.array([value], numpy.float32), tl.float32), tl.float32)
 
-    annotations = inspect.get_annotations(kernel.fn)
+    hints = inspect.get_annotations(kernel.fn)
     return (tuple(fp32(name, value) for name, value in zip(kernel.arg_names, args, strict=False)),
             {name: fp32(name, value) for name, value in kwargs.items()})
 

@@ -11,8 +11,8 @@ from liger_kernel.ops.swiglu import LigerSiLUMulFunction
 
 torch.manual_seed(0)
 saved = {}
-for name, function, extra in (("rms_norm", LigerRMSNormFunction.apply, (1e-6,)), ("swiglu", LigerSiLUMulFunction.apply, ()),
-                              ("geglu", LigerGELUMulFunction.apply, ())):
+for name, function, extra in (("rms_norm", LigerRMSNormFunction.apply, (1e-6,)),
+                              ("swiglu", LigerSiLUMulFunction.apply, ()), ("geglu", LigerGELUMulFunction.apply, ())):
     a = torch.randn(6, 40, device="cuda", requires_grad=True)
     b = torch.randn(40 if name == "rms_norm" else (6, 40), device="cuda", requires_grad=True)
     upstream = torch.randn(6, 40, device="cuda")
