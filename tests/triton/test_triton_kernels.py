@@ -94,15 +94,20 @@ def test_without_the_runtime_the_program_fails_as_on_a_machine_without_a_gpu(tmp
 
 
 @triton.jit
+def times(x, factor):
+    return x * factor
+
+
+@triton.jit
 def scale_kernel(x_ptr, out_ptr, n, factor, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offsets < n
-    tl.store(out_ptr + offsets, tl.load(x_ptr + offsets, mask=mask) * factor, mask=mask)
+    tl.store(out_ptr + offsets, times(tl.load(x_ptr + offsets, mask=mask), factor), mask=mask)
 
 
 @pytest.mark.parametrize("target", ["cpu", "mps-sim"])
 def test_a_kernel_decorated_before_the_installation_runs_interpreted_on_the_device_memory(target):
-    assert type(scale_kernel).__name__ == "JITFunction"
+    assert type(scale_kernel).__name__ == type(times).__name__ == "JITFunction"  # it calls times, a device function
     x = torch.randn(100)
     with torchdevice.installed(target):
         assert os.environ["TRITON_INTERPRET"] == "1"
