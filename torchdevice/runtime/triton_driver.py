@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -33,6 +34,27 @@ def benchmark(fn: Callable[[], Any], quantiles: Sequence[float] | None = None, *
     fn()
     ms = (time.perf_counter() - start) * 1e3
     return [ms] * len(quantiles) if quantiles else ms
+
+
+class InterpretedKernel:
+    """What ``kernel.warmup(...)`` returns under the runtime, where it would return a compiled kernel: launchable as
+    one (``kernel[grid](*every argument, constexprs too)``), with the figures of a small compiled kernel (32 registers
+    a thread, 1 KiB of shared memory, no spills) so that code sizing its launches from them (the fused softmax
+    tutorial's occupancy) runs; the interpreter has neither registers nor shared memory."""
+
+    n_regs = 32
+    n_spills = 0
+
+    def __init__(self, kernel: Any, num_warps: int = 4, num_stages: int = 3) -> None:
+        self.kernel = kernel
+        self.name = kernel.fn.__name__
+        self.metadata = SimpleNamespace(shared=1024, num_warps=num_warps, num_stages=num_stages, name=self.name)
+
+    def _init_handles(self) -> None:
+        """Nothing to load: the interpreter runs the kernel's Python function."""
+
+    def __getitem__(self, grid: Any) -> Callable[..., Any]:
+        return lambda *args: self.kernel.run(*args, grid=grid, warmup=False)
 
 
 class Utils:

@@ -9,7 +9,8 @@ program imports triton (nothing is imported before):
 - Triton's active driver is :class:`~.triton_driver.InterpreterDriver` (the emulated CUDA device: the device,
   target, properties, ``do_bench``'s events and the autotuner's benchmarker);
 - a kernel decorated before the installation (a ``JITFunction``) is launched, and called from another kernel,
-  through an ``InterpretedFunction`` of the same function;
+  through an ``InterpretedFunction`` of the same function; ``kernel.warmup(...)`` returns a launchable
+  :class:`~.triton_driver.InterpretedKernel` where it would return a compiled kernel;
 - a Python float given to a kernel is an fp32 scalar, as Triton's JIT makes it (the interpreter keeps a float), and
   libdevice's math functions run (:mod:`.triton_libdevice`);
 - each launch is counted per kernel with its time (:func:`torchdevice.reporting.counts.record_triton`, the
@@ -61,7 +62,7 @@ def activate(patcher: Patcher, device: torch.device) -> None:
 def _patch(patcher: Patcher, triton: ModuleType, device: torch.device) -> None:
     from triton.runtime import interpreter, jit
 
-    from torchdevice.runtime.triton_driver import InterpreterDriver
+    from torchdevice.runtime.triton_driver import InterpretedKernel, InterpreterDriver
     from torchdevice.runtime.triton_libdevice import swapped
 
     patcher.set(triton.runtime.driver, "_active", InterpreterDriver(device))
@@ -70,7 +71,7 @@ def _patch(patcher: Patcher, triton: ModuleType, device: torch.device) -> None:
 
     def run(self: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
         if warmup:
-            return launch(self, *args, grid=grid, warmup=warmup, **kwargs)
+            return InterpretedKernel(self, kwargs.get("num_warps", 4), kwargs.get("num_stages", 3))
         args, kwargs = _fp32_scalars(self, args, kwargs)
         start = time.perf_counter()
         try:

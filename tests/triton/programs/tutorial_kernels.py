@@ -1,8 +1,9 @@
 """A program written for an NVIDIA GPU with Triton kernels as Triton's tutorials write them: vector add (01), fused
-softmax (02), a matmul with ``@triton.autotune`` configs (03), and a SiLU whose forward and backward are kernels of a
-``torch.autograd.Function``. It saves inputs and results (on the host) to ``OUT`` for the test to compare with
-PyTorch: ``python tutorial_kernels.py OUT [fail]`` (``fail``: then launch a kernel Triton's interpreter cannot run).
-Sizes are small: the interpreter runs each program of the grid in Python."""
+softmax (02, its launch sized from the warmed-up kernel's registers and shared memory), a matmul with
+``@triton.autotune`` configs (03), and a SiLU whose forward and backward are kernels of a ``torch.autograd.Function``.
+It saves inputs and results (on the host) to ``OUT`` for the test to compare with PyTorch:
+``python tutorial_kernels.py OUT [fail]`` (``fail``: then launch a kernel Triton's interpreter cannot run). Sizes are
+small: the interpreter runs each program of the grid in Python."""
 
 import sys
 
@@ -54,16 +55,35 @@ def softmax_kernel(output_ptr, input_ptr, input_row_stride, output_row_stride, n
         tl.store(output_ptrs, softmax_output, mask=mask)
 
 
-properties = triton.runtime.driver.active.utils.get_device_properties(torch.cuda.current_device())
+def is_hip() -> bool:
+    return triton.runtime.driver.active.get_current_target().backend == "hip"
+
+
+properties = triton.runtime.driver.active.utils.get_device_properties(DEVICE.index)
 NUM_SM = properties["multiprocessor_count"]
+NUM_REGS = properties["max_num_regs"]
+SIZE_SMEM = properties["max_shared_mem"]
+WARP_SIZE = properties["warpSize"]
 
 
 def softmax(x: torch.Tensor) -> torch.Tensor:
     n_rows, n_cols = x.shape
     BLOCK_SIZE = triton.next_power_of_2(n_cols)
+    num_warps = 8
+    num_stages = 4 if SIZE_SMEM > 200000 else 2
     y = torch.empty_like(x)
-    num_programs = min(NUM_SM, n_rows)
-    softmax_kernel[(num_programs, 1, 1)](y, x, x.stride(0), y.stride(0), n_rows, n_cols, BLOCK_SIZE, num_stages=2)
+    # pre-compile kernel to get register usage and compute thread occupancy
+    kernel = softmax_kernel.warmup(y, x, x.stride(0), y.stride(0), n_rows, n_cols, BLOCK_SIZE=BLOCK_SIZE,
+                                   num_stages=num_stages, num_warps=num_warps, grid=(1, ))
+    kernel._init_handles()
+    n_regs = kernel.n_regs
+    size_smem = kernel.metadata.shared
+    assert not is_hip()
+    occupancy = NUM_REGS // (n_regs * WARP_SIZE * num_warps)
+    occupancy = min(occupancy, SIZE_SMEM // size_smem)
+    num_programs = NUM_SM * occupancy
+    num_programs = min(num_programs, n_rows)
+    kernel[(num_programs, 1, 1)](y, x, x.stride(0), y.stride(0), n_rows, n_cols, BLOCK_SIZE, num_stages)
     return y
 
 
