@@ -119,9 +119,12 @@ def _fp32_scalars(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) ->
 
 
 def _explain(fn: Any, exc: BaseException, device: torch.device) -> str:
-    """What a failed launch says: the kernel, where it is defined, and the interpreter's reason."""
+    """What a failed launch says: the kernel, where it is defined, and the interpreter's reason (the error at the root
+    of its chain: a device function's failure is wrapped once more by the kernel's)."""
     code = fn.__code__
-    cause = exc.__cause__ or exc
+    cause = exc
+    while cause.__cause__ is not None:
+        cause = cause.__cause__
     at = _line_in(cause.__traceback__, code.co_filename)
     reason = f"{type(cause).__name__}: {cause}" + (f" (at line {at})" if at is not None else "")
     return (f"Triton kernel {fn.__module__}.{fn.__qualname__} ({code.co_filename}:{code.co_firstlineno}) cannot run "
