@@ -59,6 +59,20 @@ def test_the_tutorials_kernels_give_pytorchs_results_and_are_reported(tmp_path, 
 
 
 @pytest.mark.processes
+def test_the_report_adds_up_the_launches_of_every_process(tmp_path):
+    report = tmp_path / "report.json"
+    done = run("-m", "torchdevice", "run", "--target", "cpu", "--report", str(report),
+               str(PROGRAM.parent / "two_processes.py"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    document = json.loads(report.read_text())
+    assert [p["role"] for p in document["processes"]] == ["main", "subprocess"]
+    assert [p["triton"]["__main__.double_kernel"]["launches"] for p in document["processes"]] == [2, 2]
+    assert document["triton"]["__main__.double_kernel"]["launches"] == 4
+    assert document["triton"]["__main__.double_kernel"]["seconds"] == pytest.approx(
+        sum(p["triton"]["__main__.double_kernel"]["seconds"] for p in document["processes"]))
+
+
+@pytest.mark.processes
 def test_a_kernel_the_interpreter_cannot_run_is_named_with_its_file_and_reason(tmp_path):
     done = run("-m", "torchdevice", "run", "--target", "mps-sim", str(PROGRAM), str(tmp_path / "out.pt"), "fail")
     assert done.returncode != 0
