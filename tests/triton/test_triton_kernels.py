@@ -1,8 +1,8 @@
 """Triton kernels under the runtime: a CUDA-written program with the tutorials' kernels (``programs/``) run by
 ``torchdevice run`` on the CPU and on the simulated Mac, its results compared with PyTorch's, its launches in the
 report, also added up over a program's processes; liger-kernel's RMSNorm, SwiGLU and GeGLU (libdevice's functions,
-float scalars); a kernel the interpreter cannot run named with its file; in this process, kernels decorated before the installation, and nothing of triton
-imported or left behind by the runtime."""
+float scalars); a kernel the interpreter cannot run named with its file; in this process, kernels decorated before
+the installation, and nothing of triton imported or left behind by the runtime."""
 
 from __future__ import annotations
 
