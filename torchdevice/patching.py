@@ -3,12 +3,17 @@
 Every runtime patch goes through a :class:`Patcher`, which remembers what the owner's own
 ``__dict__`` held (or that it held nothing, for attributes inherited from a base class or a C
 type), so ``restore()`` puts back the identical original object. Changes that are not attributes
-(a table entry, an import hook) register their own undo with :meth:`Patcher.defer`.
+(a table entry, an import hook) register their own undo with :meth:`Patcher.defer`; patches of a module that
+may not be imported yet wait for its import (:meth:`Patcher.after_import`).
 """
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
+import sys
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 _ABSENT = object()
@@ -34,6 +39,17 @@ class Patcher:
         """Run ``undo`` on :meth:`restore`, in its place among the patches (newest first)."""
         self._undo.append(undo)
 
+    def after_import(self, name: str, then: Callable[[ModuleType], None]) -> None:
+        """``then(module)`` now if the module ``name`` is imported, else once a later import has executed it
+        (a ``sys.meta_path`` hook, taken away on :meth:`restore`)."""
+        module = sys.modules.get(name)
+        if module is not None:
+            then(module)
+            return
+        hook = _AfterImport(name, then)
+        sys.meta_path.insert(0, hook)
+        self.defer(lambda: sys.meta_path.remove(hook) if hook in sys.meta_path else None)
+
     def restore(self) -> None:
         """Undo every patch, newest first."""
         while self._undo:
@@ -42,3 +58,25 @@ class Patcher:
 
     def __len__(self) -> int:
         return len(self._undo)
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Calls ``then(module)`` once the module ``name`` has been executed by a later import."""
+
+    def __init__(self, name: str, then: Callable[[ModuleType], None]) -> None:
+        self.name, self.then = name, then
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self.name:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None:
+            return None
+        exec_module, then = spec.loader.exec_module, self.then
+
+        def exec_then(module: ModuleType) -> None:
+            exec_module(module)
+            then(module)
+
+        spec.loader.exec_module = exec_then  # type: ignore[method-assign]  # this spec's own loader
+        return spec

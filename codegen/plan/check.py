@@ -1,7 +1,8 @@
 """What ``torchdevice check`` needs from the catalog (``check_table.py.j2``).
 
-- **packages**: the packages of ``catalog/overlays/packages.yaml``: blockers, stand-ins, and those told the truth
-  (also what the runtime reads, ``told``: the modules it answers as it answers torch, with the probes they ask);
+- **packages**: the packages of ``catalog/overlays/packages.yaml``: blockers, stand-ins, those told the truth
+  (also what the runtime reads, ``told``: the modules it answers as it answers torch, with the probes they ask), and
+  those the runtime interprets on some targets (``interpreted``: where, at what cost);
 - **calls missing on MPS**: public Python entries (``torch.nn.functional.adaptive_max_pool3d``) that reach an
   aten op without any MPS kernel (every overload but the ``out=`` ones missing on MPS, as the fallback table
   says); whether each such op has a verified MLX route; whether every op the entry reaches is missing (it
@@ -27,6 +28,8 @@ class CheckTable:
     missing_on_mps: tuple[MissingCall, ...]
     told: tuple[tuple[str, tuple[str, ...]], ...] = ()
     """``(module, probes)`` of the packages told the truth."""
+    interpreted: tuple[tuple[str, tuple[str, ...], str], ...] = ()
+    """``(module, runs_on, cost)`` of the packages the runtime runs another way on the targets ``runs_on``."""
 
     @classmethod
     def of(cls, catalog: Catalog, fallback: FallbackTable) -> CheckTable:
@@ -50,4 +53,5 @@ class CheckTable:
         packages = tuple((name, r.policy, r.why, r.gets if r.policy == "truth" else r.instead)
                          for name, r in catalog.packages)
         told = tuple((name, r.probes) for name, r in catalog.packages if r.policy == "truth")
-        return cls(packages, tuple(sorted(calls, key=lambda c: c.name)), told)
+        interpreted = tuple((name, r.runs_on, r.cost) for name, r in catalog.packages if r.policy == "interpreted")
+        return cls(packages, tuple(sorted(calls, key=lambda c: c.name)), told, interpreted)

@@ -10,7 +10,6 @@ PACKAGES: dict[str, tuple[str, str, str]] = {
     'cuda.cudart': ('blocker', 'cuda-python binds the CUDA runtime library', "use torch.cuda's API (emulated) or drop the call"),
     'cuda.bindings': ('blocker', 'cuda-python binds the CUDA libraries', "use torch.cuda's API (emulated) or drop the call"),
     'numba.cuda': ('blocker', 'numba.cuda compiles kernels for NVIDIA GPUs', 'express the kernel with torch ops (or numba on the CPU)'),
-    'triton': ('blocker', 'Triton kernels compile for NVIDIA and AMD GPUs only', 'import it under try/except ImportError and keep a PyTorch path (torch.compile picks its own backend)'),
     'tensorrt': ('blocker', 'TensorRT builds engines for NVIDIA GPUs', 'run the PyTorch model itself (or export it for a runtime of this machine)'),
     'torch_tensorrt': ('blocker', 'Torch-TensorRT compiles for NVIDIA GPUs', 'run the PyTorch model itself, or torch.compile'),
     'nvidia.dali': ('blocker', 'DALI pipelines run on NVIDIA GPUs', 'load data with torch.utils.data.DataLoader'),
@@ -19,6 +18,7 @@ PACKAGES: dict[str, tuple[str, str, str]] = {
     'cuml': ('blocker', 'RAPIDS models run on NVIDIA GPUs', 'use scikit-learn'),
     'cugraph': ('blocker', 'RAPIDS graphs live in CUDA memory', 'use networkx'),
     'apex': ('blocker', "apex's fused kernels are CUDA extensions; only apex.amp, apex.normalization and apex.optimizers have stand-ins", 'use torch.amp, torch.optim and torch.nn (LayerNorm, RMSNorm, SyncBatchNorm)'),
+    'triton': ('interpreted', 'Triton kernels compile for NVIDIA and AMD GPUs only', 'triton has no macOS wheels: import it under try/except ImportError and keep a PyTorch path (torch.compile picks its own backend)'),
     'flash_attn': ('standin', "torchdevice's stand-in computes it with torch.nn.functional.scaled_dot_product_attention", ''),
     'xformers': ('standin', "torchdevice's stand-in computes xformers.ops attention with torch.nn.functional.scaled_dot_product_attention", ''),
     'apex.amp': ('standin', "torchdevice's stand-in maps apex.amp onto torch.amp", ''),
@@ -31,8 +31,13 @@ PACKAGES: dict[str, tuple[str, str, str]] = {
     'bitsandbytes': ('truth', "its CUDA backend calls torch's CUDA internals (torch._C._cuda_getCurrentRawStream) and its own CUDA kernels", 'it takes its CPU backend (its MPS backend on a Mac): 4-bit and 8-bit layers and 8-bit optimizers run there'),
     'deepspeed': ('truth', 'its CUDA accelerator JIT-compiles CUDA kernels (FusedAdam) with nvcc', 'it picks the accelerator of the machine (cpu, or mps on a Mac; DS_ACCELERATOR still decides) and its ops'),
 }
-"""Module name -> (policy ``blocker``, ``standin`` or ``truth``, why, what to do instead; for ``truth``, what the
-package does told the truth); the longest name that prefixes an imported module applies."""
+"""Module name -> (policy ``blocker``, ``standin``, ``truth`` or ``interpreted``, why, what to do instead; for
+``truth``, what the package does told the truth); the longest name that prefixes an imported module applies."""
+
+INTERPRETED: dict[str, tuple[tuple[str, ...], str]] = {
+    'triton': (('cpu', 'mps-sim'), "where triton is installed (Linux wheels), the runtime runs its kernels in Triton's interpreter on the host: a launch of the tutorial's vector add of 4,096 floats takes 5-9 ms, ~2,000x torch.add; kernels the interpreter cannot run (inline assembly, extern calls) raise an error naming them"),
+}
+"""Module name (policy ``interpreted``) -> (the targets where the runtime runs it, what that costs)."""
 
 MISSING_ON_MPS: dict[str, tuple[tuple[str, ...], bool, bool]] = {
     'torch.Tensor.geqrf': (('geqrf',), True, False),

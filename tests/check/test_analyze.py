@@ -64,6 +64,17 @@ def test_the_cpu_lacks_no_op_and_simulated_mps_lacks_what_mps_lacks():
     assert [(f.name, f.severity) for f in check_source(source, "m.py", "mps-sim")] == mps
 
 
+def test_triton_is_a_warning_with_its_cost_where_it_installs_and_a_blocker_with_advice_on_mps():
+    source = "import triton\ntry:\n    import triton.language as tl\nexcept ImportError:\n    tl = None\n"
+    for target in ("cpu", "mps-sim"):
+        findings = check_source(source, "m.py", target)
+        assert [(f.line, f.severity, f.name) for f in findings] == [(1, "warning", "triton"), (3, "warning", "triton")]
+        assert "Triton's interpreter" in findings[0].message and f"on {target}:" in findings[0].message
+    mps = check_source(source, "m.py", "mps")
+    assert [(f.line, f.severity) for f in mps] == [(1, "blocker"), (3, "warning")]
+    assert "no macOS wheels" in mps[0].todo
+
+
 def test_names_are_resolved_through_the_module_imports_only():
     source = (
         "from torch import cuda as c\n"

@@ -178,6 +178,11 @@ def test_a_cuda_entry_without_a_record_is_an_error(tmp_path):
     ({"packages": "bnb: {policy: truth, why: x, probes: [torch.cuda.nothing], gets: y}\n"},
      "packages.yaml:1 (entry bnb)", "probe 'torch.cuda.nothing': unknown torch name"),
     ({"packages": "cupy: {policy: standin, why: x, gets: y}\n"}, "packages.yaml:1", "for policy truth, not standin"),
+    ({"packages": "triton: {policy: interpreted, why: x, instead: y, cost: z}\n"}, "packages.yaml:1", "needs runs_on"),
+    ({"packages": "triton: {policy: interpreted, why: x, instead: y, cost: z, runs_on: [cuda]}\n"},
+     "packages.yaml:1", "runs_on: cuda not a target"),
+    ({"packages": "cupy: {policy: blocker, why: x, instead: y, cost: z}\n"}, "packages.yaml:1",
+     "for policy interpreted, not blocker"),
     # measured status
     ({"status": "torch.add: {cpu: maybe}\n"}, "status.yaml:1", "'maybe'"),
     ({"status": "torch.add: {speed: pass}\n"}, "status.yaml:1", "'speed'"),

@@ -55,3 +55,28 @@ def test_rows_of_several_processes_add_up_and_get_their_share_of_the_wall_time()
     assert document["versions"]["torch"] == torch.__version__
     text = program_report.summary(document, "")
     assert "aten::cummax  cpu  5 calls  1.500 s  15.0%  (no MPS kernel)" in text
+
+
+def test_triton_launches_of_several_processes_add_up_per_kernel():
+    def entry(pid: int, triton: dict | None) -> dict:
+        found = {"pid": pid, "seconds": 2.0, "command": "p", "target": "cpu", "redirects": {}, "fallbacks": [],
+                 "standins": {}, "warnings": []}
+        return found if triton is None else {**found, "triton": triton}
+
+    main = entry(1, {"m.add_kernel": {"launches": 2, "seconds": 0.5}})
+    worker = entry(2, {"m.add_kernel": {"launches": 3, "seconds": 0.25}, "m.softmax": {"launches": 1, "seconds": 1.0}})
+    document = program_report.merge(main, [worker, entry(3, None)])  # an entry written before the section existed
+    assert document["triton"] == {"m.add_kernel": {"launches": 5, "seconds": 0.75},
+                                  "m.softmax": {"launches": 1, "seconds": 1.0}}
+    assert main["triton"] == {"m.add_kernel": {"launches": 2, "seconds": 0.5}}  # each process keeps its own
+    text = program_report.summary(document, "")
+    assert "  triton kernels: 2, 6 launches in Triton's interpreter, 1.750 s (softmax 1, add_kernel 5)" in text
+    assert "triton" not in program_report.summary(program_report.merge(entry(1, None), []), "")
+
+
+def test_triton_launches_are_counted_per_kernel_until_reset():
+    report.record_triton("m.add_kernel", 0.5)
+    report.record_triton("m.add_kernel", 0.25)
+    assert report.triton() == {"m.add_kernel": {"launches": 2, "seconds": 0.75}}
+    report.reset()
+    assert report.triton() == {}

@@ -227,6 +227,10 @@ class _Checker(ast.NodeVisitor):
                      f"chooses its backend by probing CUDA, and is told the truth since {package.why}: "
                      f"{package.instead}")
             return True
+        if self.target in package.runs_on:  # guarded or not: installed, it is imported and its kernels run
+            self.add(node, package.module, "warning", "import", f"{package.why}; on {self.target}: {package.cost}",
+                     "fine where it is occasional; in a hot loop, keep a PyTorch path for this target")
+            return True
         guarded = self.guard(CATCHES_IMPORT)
         if guarded:
             self.add(node, package.module, "warning", "import",

@@ -8,19 +8,21 @@ from dataclasses import dataclass
 
 from torchdevice.records.check import MissingCall
 
-TARGETS = ("mps", "cpu", "mps-sim")
-"""``mps-sim``: the simulated MPS target (the CPU with MPS's missing kernels), which lacks what MPS lacks."""
-
 
 @dataclass(frozen=True)
 class Package:
     module: str
     """The table's key that applies (``apex.normalization`` for ``apex.normalization.fused_layer_norm``)."""
     policy: str
-    """``blocker``, ``standin`` or ``truth`` (the runtime answers the package's probes of CUDA truthfully)."""
+    """``blocker``, ``standin``, ``truth`` (the runtime answers the package's probes of CUDA truthfully) or
+    ``interpreted`` (the runtime runs its GPU code another way on some targets)."""
     why: str
     instead: str
-    """``blocker``: what to do instead; ``truth``: what the package does, told the truth."""
+    """``blocker``, ``interpreted``: what to do instead; ``truth``: what the package does, told the truth."""
+    runs_on: tuple[str, ...] = ()
+    """``interpreted``: the targets where the runtime runs it (elsewhere it blocks)."""
+    cost: str = ""
+    """``interpreted``: what running it there costs."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,13 @@ def packages() -> dict[str, tuple[str, str, str]]:
 
 
 @functools.cache
+def interpreted() -> dict[str, tuple[tuple[str, ...], str]]:
+    from torchdevice_generated.check_table import INTERPRETED
+
+    return INTERPRETED
+
+
+@functools.cache
 def cuda_entries() -> dict[str, CudaEntry]:
     from torchdevice_generated.cuda_table import EMULATION
 
@@ -53,7 +62,7 @@ def package(module: str) -> Package | None:
     for n in range(len(parts), 0, -1):
         key = ".".join(parts[:n])
         if key in table:
-            return Package(key, *table[key])
+            return Package(key, *table[key], *interpreted().get(key, ((), "")))
     return None
 
 

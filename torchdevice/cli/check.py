@@ -26,7 +26,7 @@ exit status:
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    from torchdevice.check.knowledge import TARGETS
+    from torchdevice.records.check import TARGETS
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG

@@ -1,4 +1,5 @@
-"""The record of ``torchdevice_generated.check_table.MISSING_ON_MPS``: a public entry that falls back on MPS.
+"""The record of ``torchdevice_generated.check_table.MISSING_ON_MPS``: a public entry that falls back on MPS; the
+targets ``torchdevice check`` answers for.
 
 ``codegen/plan/check.py`` finds them and renders each as a row of the table; ``torchdevice.check.knowledge``
 builds the record back from its row.
@@ -7,6 +8,9 @@ builds the record back from its row.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+TARGETS = ("mps", "cpu", "mps-sim")
+"""``mps-sim``: the simulated MPS target (the CPU with MPS's missing kernels), which lacks what MPS lacks."""
 
 
 @dataclass(frozen=True)

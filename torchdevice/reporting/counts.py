@@ -1,4 +1,5 @@
-"""What the runtime did in this process: redirections, fallbacks and stand-ins, counted per op and route.
+"""What the runtime did in this process: redirections, fallbacks, stand-ins and Triton kernels, counted per op and
+route.
 
 The hot paths only bump counters; logging happens once per distinct (op, route), at INFO on the
 ``torchdevice`` logger (shown with ``TORCHDEVICE_LOG=info``, see :func:`configure_logging`). The report
@@ -28,6 +29,10 @@ fallback_why: dict[str, str] = {}
 """op -> why the first of its calls fell back (``no MPS kernel``, ``float64 not supported on MPS``...)."""
 standins: Counter[tuple[str, str]] = Counter()
 """(stand-in function, device type or ``"import"``) -> how many times the program used it (:func:`record_standin`)."""
+triton_launches: Counter[str] = Counter()
+triton_seconds: defaultdict[str, float] = defaultdict(float)
+"""Triton kernel (``module.qualname``) -> launches run in Triton's interpreter, and the seconds they took
+(:func:`record_triton`)."""
 
 
 class RedirectCounts:
@@ -155,6 +160,19 @@ def record_standin(name: str, route: str) -> None:
     standins[key] += 1
 
 
+def record_triton(kernel: str, seconds: float) -> None:
+    """Count one launch of Triton kernel ``kernel`` that Triton's interpreter ran in ``seconds``."""
+    if kernel not in triton_launches:
+        log.info("triton kernel %s: runs in Triton's interpreter", kernel)
+    triton_launches[kernel] += 1
+    triton_seconds[kernel] += seconds
+
+
+def triton() -> dict[str, dict[str, int | float]]:
+    """``{kernel: {"launches": n, "seconds": s}}``: the report's ``triton`` section."""
+    return {kernel: {"launches": n, "seconds": triton_seconds[kernel]} for kernel, n in sorted(triton_launches.items())}
+
+
 def report() -> dict[str, dict[str, dict[str, int]]]:
     """``{"redirects": {op: {route: n}}, "fallbacks": {op: {route: n}}, "standins": {name: {route: n}}}``."""
     return {"redirects": _nest(redirects), "fallbacks": _nest(fallbacks), "standins": _nest(standins)}
@@ -172,6 +190,8 @@ def reset() -> None:
     fallback_seconds.clear()
     fallback_why.clear()
     standins.clear()
+    triton_launches.clear()
+    triton_seconds.clear()
 
 
 def _nest(counter: Counter[tuple[str, str]]) -> dict[str, dict[str, int]]:

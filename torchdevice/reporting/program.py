@@ -6,10 +6,10 @@ The process that asks for it (``torchdevice run --report FILE``, ``install(repor
 ``TORCHDEVICE_INSTALL`` names for every process the program starts (``report=DIR``, see
 :mod:`.processes`), so that each of them joins. At its exit each process writes its own entry there
 (``PID.json``: pid, parent, role, command, seconds, redirects, fallbacks per aten overload and route
-with seconds and why, stand-ins, torchdevice's warnings); the main process, at its exit, adds its own,
-merges them all into FILE (written whole or not at all), with the program's target and the versions of torch,
-torchdevice, Python and the platform, and removes the directory. Forked children
-(``fork`` start method, ``os.fork``) start from zeroed counters and write their own entry too.
+with seconds and why, stand-ins, Triton kernels with their launches and seconds, torchdevice's warnings); the
+main process, at its exit, adds its own, merges them all into FILE (written whole or not at all), with the
+program's target and the versions of torch, torchdevice, Python and the platform, and removes the directory. Forked
+children (``fork`` start method, ``os.fork``) start from zeroed counters and write their own entry too.
 
 Asked for or not, the runtime counts the same things (:mod:`.counts`): the report adds nothing to
 a call, only the writing at exit. A process still running when the main one exits is not in the
@@ -208,6 +208,7 @@ def _entry(session: Session) -> dict[str, Any]:
         "redirects": report.report()["redirects"],
         "fallbacks": report.fallback_rows(),
         "standins": {name: sum(routes.values()) for name, routes in report.report()["standins"].items()},
+        "triton": report.triton(),
         "warnings": list(session.warnings),
     }
 
@@ -255,6 +256,7 @@ def merge(main: dict[str, Any], others: list[dict[str, Any]]) -> dict[str, Any]:
     redirects: dict[str, dict[str, int]] = {}
     fallbacks: dict[tuple[str, str], dict[str, Any]] = {}
     standins: dict[str, int] = {}
+    triton: dict[str, dict[str, Any]] = {}
     warned: list[str] = []
     for p in processes:
         for op, routes in p["redirects"].items():
@@ -268,6 +270,10 @@ def merge(main: dict[str, Any], others: list[dict[str, Any]]) -> dict[str, Any]:
             total["seconds"] += row["seconds"]
         for name, n in p["standins"].items():
             standins[name] = standins.get(name, 0) + n
+        for kernel, launched in p.get("triton", {}).items():
+            total = triton.setdefault(kernel, {"launches": 0, "seconds": 0.0})
+            total["launches"] += launched["launches"]
+            total["seconds"] += launched["seconds"]
         warned += [w for w in p["warnings"] if w not in warned]
     wall = main["seconds"]
     rows = sorted(fallbacks.values(), key=lambda r: (-r["seconds"], r["op"], r["route"]))
@@ -283,6 +289,7 @@ def merge(main: dict[str, Any], others: list[dict[str, Any]]) -> dict[str, Any]:
         "redirects": {op: redirects[op] for op in sorted(redirects)},
         "fallbacks": rows,
         "standins": standins,
+        "triton": {kernel: triton[kernel] for kernel in sorted(triton)},
         "warnings": warned,
     }
 
@@ -311,6 +318,15 @@ def summary(document: dict[str, Any], where: str) -> str:
             lines.append(f"    ... {len(document['fallbacks']) - SHOWN} more in the report")
     standins = document["standins"]
     lines.append("  stand-ins: " + (", ".join(f"{k} {v:,}" for k, v in sorted(standins.items())) or "none"))
+    kernels = document.get("triton", {})
+    if kernels:
+        launches = sum(k["launches"] for k in kernels.values())
+        seconds = sum(k["seconds"] for k in kernels.values())
+        named = ", ".join(f"{name.rpartition('.')[2]} {k['launches']:,}" for name, k in sorted(
+            kernels.items(), key=lambda item: -item[1]["seconds"])[:SHOWN])
+        plural = "es" if launches != 1 else ""
+        lines.append(f"  triton kernels: {len(kernels)}, {launches:,} launch{plural} in Triton's interpreter, "
+                     f"{seconds:.3f} s ({named}{', ...' if len(kernels) > SHOWN else ''})")
     lines.append("  warnings: " + ("none" if not document["warnings"] else str(len(document["warnings"]))))
     lines += [f"    {w}" for w in document["warnings"][:SHOWN]]
     return "\n".join(lines)

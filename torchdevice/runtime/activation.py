@@ -6,9 +6,9 @@ and installs in this order: the generated device wrappers (``torchdevice_generat
 hand-written entry points (tensors, checkpoints, autocast and GradScaler, the device-taking classes), the
 ``torch.cuda`` emulation table (``torchdevice_generated.cuda_table``, built by :class:`~.emulation.Emulation`),
 then each feature package in :data:`FEATURES`, which patches through the same patcher, so ``uninstall()`` undoes
-everything, newest first. Last, the environment that redirects the processes the program starts
-(:mod:`.processes`), and a warning naming the torch functions that modules had already bound by name
-(:mod:`.bindings`).
+everything, newest first, and Triton's interpreter for the program's Triton kernels (:mod:`.triton_interpreter`).
+Last, the environment that redirects the processes the program starts (:mod:`.processes`), and a warning naming
+the torch functions that modules had already bound by name (:mod:`.bindings`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from torchdevice.device.target import SIMULATED_MPS, Target, for_name, resolve
 from torchdevice.patching import Patcher
 from torchdevice.records import HAND_WRITTEN
 from torchdevice.reporting.counts import configure_logging
-from torchdevice.runtime import bindings, device_classes, processes
+from torchdevice.runtime import bindings, device_classes, processes, triton_interpreter
 from torchdevice.runtime.compilers import Compilers
 from torchdevice.runtime.device_maps import resolve_devices
 from torchdevice.runtime.emulation import Emulation, unsupported
@@ -223,6 +223,7 @@ def _activate(state: State, name: str) -> None:
             patcher.set(owner, e.attr, emulation.build(e.does, e.value, e.name))
     for feature in FEATURES:
         importlib.import_module(feature).activate(patcher, target, dict(state.options))
+    triton_interpreter.activate(patcher, target.shown or target.device)
 
 
 def resolve_attribute(module: str, path: tuple[str, ...]) -> Any:

@@ -14,10 +14,6 @@ is not imported yet, a meta path hook applies the correction when it is.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import sys
-from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -41,13 +37,7 @@ class Compilers:
         self.originals: dict[Any, Any] = {}  # wrapper -> the function it stands in for
         self._jit = torch.jit._builtins._get_builtin_table()
         patcher.defer(self._forget)
-        module = sys.modules.get(TRACE_RULES)
-        if module is not None:
-            self._correct_rule_maps(module)
-        else:
-            hook = _AfterImport(TRACE_RULES, self._correct_rule_maps)
-            sys.meta_path.insert(0, hook)
-            patcher.defer(lambda: sys.meta_path.remove(hook) if hook in sys.meta_path else None)
+        patcher.after_import(TRACE_RULES, self._correct_rule_maps)
 
     def add(self, original: Any, wrapper: Any) -> None:
         """``wrapper`` now stands where ``original`` was."""
@@ -77,25 +67,3 @@ class Compilers:
 
         get_torch_obj_rule_map.cache_clear = build.cache_clear  # type: ignore[attr-defined]
         self.patcher.set(trace_rules, "get_torch_obj_rule_map", get_torch_obj_rule_map)
-
-
-class _AfterImport(importlib.abc.MetaPathFinder):
-    """Calls ``then(module)`` once the module ``name`` has been executed by a later import."""
-
-    def __init__(self, name: str, then: Callable[[ModuleType], None]) -> None:
-        self.name, self.then = name, then
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if fullname != self.name:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        if spec is None or spec.loader is None:
-            return None
-        exec_module, then = spec.loader.exec_module, self.then
-
-        def exec_then(module: ModuleType) -> None:
-            exec_module(module)
-            then(module)
-
-        spec.loader.exec_module = exec_then  # type: ignore[method-assign]  # this spec's own loader
-        return spec
