@@ -21,20 +21,13 @@ from types import FrameType
 from typing import Any
 
 import torchdevice_generated
-from torchdevice_generated.truth_table import TOLD_THE_TRUTH
+from torchdevice_generated.truth_table import TOLD_AS_PROGRAM, TOLD_THE_TRUTH
 
 from torchdevice.patching import Patcher
 
 _OURS = tuple(os.path.join(os.path.dirname(os.path.abspath(path)), "")
               for path in (__file__, torchdevice_generated.__file__ or ""))
 """The folders of torchdevice and of its generated package: warnings placed there are placed at the caller's line."""
-
-TOLD_AS_PROGRAM = frozenset({"torch.random", "torch.utils.data.dataloader", "torch.utils.data._utils.pin_memory",
-                             "torch._tensor_str"})
-"""Torch modules told what the program is told: they use the emulated ``torch.cuda`` only through its public
-functions and never reach CUDA's C code (``fork_rng`` forks the emulated devices' generators; DataLoader pins
-batches through ``Tensor.pin_memory``, a copy marked as pinned, see :mod:`torchdevice.runtime.tensors`), or they
-speak to the program (printing a tensor names the device the program is shown)."""
 
 
 _TRUTHFUL = frozenset({"torch", *TOLD_THE_TRUTH})

@@ -25,14 +25,17 @@ MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 @dataclass(frozen=True)
 class PackageRule:
-    policy: Literal["blocker", "standin", "truth", "interpreted"]
+    policy: Literal["blocker", "standin", "truth", "interpreted", "program"]
     """``blocker``: it cannot be imported, or does nothing, without CUDA, and has no stand-in;
     ``standin``: the runtime puts a stand-in in its place;
     ``truth``: it probes CUDA to choose a backend of its own, whose CUDA path cannot work without CUDA: the
     runtime answers its own code (the module and its submodules) as it answers torch's, with the machine as it
     is, so it takes another backend;
     ``interpreted``: its GPU code cannot run here, but where it can be installed (``runs_on``) the runtime runs it
-    another way (Triton's kernels in Triton's interpreter), at a ``cost``; elsewhere it blocks (``instead``)."""
+    another way (Triton's kernels in Triton's interpreter), at a ``cost``; elsewhere it blocks (``instead``);
+    ``program``: a module of torch's own that the runtime answers as it answers the program (it uses the emulated
+    ``torch.cuda`` only through its public functions, or it speaks to the program), where the rest of torch is told
+    the truth."""
     why: str
     instead: str = ""
     """``blocker``: what the user can do instead."""
@@ -63,3 +66,5 @@ class PackageRule:
             raise ValueError(f"probes and gets are for policy truth, not {self.policy}")
         if truth and self.instead:
             raise ValueError("policy truth says what the package does (gets), not instead")
+        if self.policy == "program" and self.instead:
+            raise ValueError("policy program says why (what the module does with the answers), not instead")

@@ -30,6 +30,8 @@ class CheckTable:
     """``(module, probes)`` of the packages told the truth."""
     interpreted: tuple[tuple[str, tuple[str, ...], str], ...] = ()
     """``(module, runs_on, cost)`` of the packages the runtime runs another way on the targets ``runs_on``."""
+    as_program: tuple[str, ...] = ()
+    """torch's own modules the runtime answers as it answers the program (policy ``program``)."""
 
     @classmethod
     def of(cls, catalog: Catalog, fallback: FallbackTable) -> CheckTable:
@@ -51,7 +53,8 @@ class CheckTable:
                 calls.append(MissingCall(e.name, ops, len(ops) == len(e.aten),
                                          all(n in routed for op in ops for n in overloads[op])))
         packages = tuple((name, r.policy, r.why, r.gets if r.policy == "truth" else r.instead)
-                         for name, r in catalog.packages)
+                         for name, r in catalog.packages if r.policy != "program")
         told = tuple((name, r.probes) for name, r in catalog.packages if r.policy == "truth")
         interpreted = tuple((name, r.runs_on, r.cost) for name, r in catalog.packages if r.policy == "interpreted")
-        return cls(packages, tuple(sorted(calls, key=lambda c: c.name)), told, interpreted)
+        as_program = tuple(name for name, r in catalog.packages if r.policy == "program")
+        return cls(packages, tuple(sorted(calls, key=lambda c: c.name)), told, interpreted, as_program)

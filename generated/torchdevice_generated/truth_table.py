@@ -9,3 +9,11 @@ TOLD_THE_TRUTH: dict[str, tuple[str, ...]] = {
 }
 """Module name -> the torch functions it probes to choose a backend of its own. The code of the module and of its
 submodules is answered as torch's own code is (``torchdevice.callers.torch_internal``): no CUDA."""
+
+TOLD_AS_PROGRAM: frozenset[str] = frozenset({
+    'torch.random',
+    'torch.utils.data.dataloader',
+    'torch.utils.data._utils.pin_memory',
+    'torch._tensor_str',
+})
+"""torch's own modules answered as the program is (the ``policy: program`` records)."""

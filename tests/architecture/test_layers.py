@@ -74,11 +74,31 @@ def test_the_device_layer_stands_on_the_utilities_alone():
     assert wrong == set()
 
 
-def test_runtime_and_fallback_do_not_import_each_other():
-    graph = _graph(PACKAGE)
-    wrong = {(m, i) for m, imports in graph.items() for i in imports
-             if {_part(m), _part(i)} == {"torchdevice.runtime", "torchdevice.fallback"}}
+def test_nothing_below_the_runtime_imports_it_by_name_or_by_string():
+    """The runtime installs the features (fallback, distributed, stand-ins, the simulated devices); none of them, nor
+    the device layer, imports the runtime, with an import statement or ``importlib.import_module("...")``."""
+    below = {"torchdevice.device", "torchdevice.fallback", "torchdevice.distributed", "torchdevice.standins",
+             "torchdevice.simulated", *UTILITIES}
+    wrong = {(m, i) for m, imports in _graph(PACKAGE).items() if _part(m) in below
+             for i in imports | _imported_by_string(m) if _part(i) == "torchdevice.runtime"}
     assert wrong == set()
+
+
+def _imported_by_string(module: str) -> set[str]:
+    """The modules ``module`` names to ``importlib.import_module`` (string literals and the literal start of
+    f-strings)."""
+    path = ROOT / (module.replace(".", "/") + ".py")
+    if not path.exists():
+        path = ROOT / module.replace(".", "/") / "__init__.py"
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("import_module") and node.args:
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                found.add(first.value)
+            elif isinstance(first, ast.JoinedStr) and first.values and isinstance(first.values[0], ast.Constant):
+                found.add(str(first.values[0].value).rstrip("."))
+    return found
 
 
 def test_no_module_below_the_front_imports_the_front():

@@ -126,6 +126,15 @@ def test_packages_told_the_truth_reach_the_runtime_and_the_check_tables(tmp_path
     assert table.told == (("bnb", ("torch.cuda.synchronize",)),)
 
 
+def test_torch_modules_answered_as_the_program_reach_the_runtime_and_not_the_check(tmp_path):
+    catalog = load(make_catalog(tmp_path, packages="torch.random: {policy: program, why: forks the generators}\n"
+                                                   "cupy: {policy: blocker, why: CUDA memory, instead: numpy}\n",
+                                devices="torch.nn.*: {policy: flows, why: calls the factories}\n"))
+    table = plan(catalog).check
+    assert table.as_program == ("torch.random",)
+    assert [name for name, *_ in table.packages] == ["cupy"]
+
+
 def test_same_as_gives_an_entry_the_named_entrys_record(tmp_path):
     catalog = load(make_catalog(tmp_path, cuda=CUDA + "torch.add: {same_as: torch.cuda.synchronize, sample: '0'}\n"))
     own, named = catalog["torch.add"].cuda, catalog["torch.cuda.synchronize"].cuda
@@ -173,6 +182,7 @@ def test_a_cuda_entry_without_a_record_is_an_error(tmp_path):
     ({"mlx": "add: {mlx: mlx.core.add, dtypes: [float64]}\n"}, "mlx.yaml:1", "expected one of"),
     ({"packages": "cupy: {policy: blocker, why: CUDA memory}\n"}, "packages.yaml:1", "needs instead"),
     ({"packages": "cupy: {policy: maybe, why: x}\n"}, "packages.yaml:1", "expected one of"),
+    ({"packages": "torch.random: {policy: program, why: x, instead: y}\n"}, "packages.yaml:1", "not instead"),
     ({"packages": "cupy-cuda12x: {policy: standin, why: x}\n"}, "packages.yaml:1", "not a module name"),
     ({"packages": "bnb: {policy: truth, why: x, gets: y}\n"}, "packages.yaml:1 (entry bnb)", "needs probes"),
     ({"packages": "bnb: {policy: truth, why: x, probes: [torch.cuda.nothing], gets: y}\n"},

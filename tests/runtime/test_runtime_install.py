@@ -91,28 +91,31 @@ def test_concurrent_install_and_uninstall_leave_a_consistent_state():
     assert [k for k, v in snapshot().items() if v is not before[k]] == []
 
 
-def test_features_activate_through_the_same_patcher(tmp_path, monkeypatch):
-    (tmp_path / "td_feature_probe.py").write_text(
-        "calls = []\n"
-        "def activate(patcher, target, options):\n"
-        "    calls.append((type(patcher).__name__, target.name, target.device, options))\n"
-        "    import torch\n"
-        "    patcher.set(torch, 'td_probe', True)\n"
-    )
-    (tmp_path / "td_feature_broken.py").write_text("import td_no_such_dependency\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(runtime, "FEATURES", ("td_feature_probe",))
+def test_features_activate_through_the_same_patcher(monkeypatch):
+    """Each feature (the fallback engine, distributed, the stand-ins) activates with the installation's patcher,
+    target and options, so uninstall() undoes its patches; a feature that fails fails the install, which then leaves
+    nothing behind."""
+    import torchdevice.standins
+
+    calls = []
+
+    def activate(patcher, target, options):  # type: ignore[no-untyped-def]
+        calls.append((type(patcher).__name__, target.name, target.device, options))
+        patcher.set(torch, "td_probe", True)
+
+    monkeypatch.setattr(torchdevice.standins, "activate", activate)
     with torchdevice.installed("cpu", prefer_mlx=True):
-        probe = sys.modules["td_feature_probe"]
-        assert probe.calls == [("Patcher", "cpu", torch.device("cpu"), {"target": "cpu", "prefer_mlx": True,
-                                                                         "devices": 1})]
+        assert calls == [("Patcher", "cpu", torch.device("cpu"), {"target": "cpu", "prefer_mlx": True, "devices": 1})]
         assert torch.td_probe is True
     assert not hasattr(torch, "td_probe")
-    for broken, missing in (("td_feature_broken", "td_no_such_dependency"), ("td_feature_absent",) * 2):
-        monkeypatch.setattr(runtime, "FEATURES", (broken,))
-        with pytest.raises(ModuleNotFoundError, match=missing):  # a missing part is an error, not silence
-            torchdevice.install("cpu")
-        assert torchdevice.target() == torch.device("cuda")  # a failed install leaves nothing behind
+
+    def broken(patcher, target, options):  # type: ignore[no-untyped-def]
+        raise ModuleNotFoundError("No module named 'td_no_such_dependency'")
+
+    monkeypatch.setattr(torchdevice.standins, "activate", broken)
+    with pytest.raises(ModuleNotFoundError, match="td_no_such_dependency"):  # an error, not silence
+        torchdevice.install("cpu")
+    assert torchdevice.target() == torch.device("cuda")  # a failed install leaves nothing behind
 
 
 def test_prefer_mlx_from_the_environment(monkeypatch):

@@ -119,3 +119,11 @@ def test_a_torch_without_an_internal_is_refused_naming_it(monkeypatch):
     monkeypatch.delattr(torch._C, "_construct_storage_from_data_pointer")
     with pytest.raises(RuntimeError, match="torch._C._construct_storage_from_data_pointer"):
         torchdevice.install("mps-sim")
+
+
+def test_the_device_has_one_name_for_the_program(mac):
+    """What the program reads of the device says ``mps:0`` everywhere (torch's own code gets the backend's name)."""
+    x = torch.ones(2, device="cuda")
+    assert torchdevice.target() == x.device == x.untyped_storage().device == torch.device("mps", 0)
+    assert mac == torch.device("mps", 0)  # what installed() (and install()) returned
+    assert torch._C.StorageBase.device.__get__(x.untyped_storage()).type == "mps_sim"

@@ -29,16 +29,11 @@ COMPATIBILITY_ERRORS = (RuntimeError, TypeError)
 """The exception types a device-compatibility error can have (``NotImplementedError`` is a
 ``RuntimeError``); catch these, then :func:`classify`."""
 
-_TYPES: dict[str, type[BaseException]] = {
-    "RuntimeError": RuntimeError, "NotImplementedError": NotImplementedError, "TypeError": TypeError,
-}
-
-
 @cache
 def _patterns(backend: str) -> tuple[tuple[type[BaseException], re.Pattern[str], Reason], ...]:
-    generic = [(_TYPES[row.raises], pattern, row.reason or "limit")
+    generic = [(limits.EXCEPTIONS[row.raises], pattern, row.reason or "limit")
                for row, pattern in limits.backend_patterns(backend)]
-    specific = [(_TYPES[row.raises], limits.message_pattern(row.message, backend), "limit")
+    specific = [(limits.EXCEPTIONS[row.raises], limits.message_pattern(row.message, backend), "limit")
                 for row in limits.table()
                 if row.overloads != (limits.ANY,) and row.raises and row.cuda_runs and backend == "MPS"]
     return tuple((kind, pattern, reason) for kind, pattern, reason in generic + specific)  # type: ignore[misc]

@@ -37,12 +37,11 @@ import torch
 
 from torchdevice.device.aten import OpSchema, cpp_device, tensors, tree_map
 from torchdevice.device.errors import classify
+from torchdevice.device.limits import WIDE
 from torchdevice.device.placement import HOST_ARGUMENTS, placement_error
 from torchdevice.device.to_arguments import parse_to
 from torchdevice.reporting.counts import record_fallback
 
-WIDE = frozenset({torch.float64, torch.complex128})
-"""The dtypes MPS has no tensors of."""
 CPU = torch.device("cpu")
 _COUNTED = "_torchdevice_hosted"
 """The storage attribute that says a hosted storage is counted."""

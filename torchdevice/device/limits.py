@@ -47,10 +47,12 @@ DEFAULT_MACOS = (14, 0)
 runs on, so that a simulated Mac refuses everything a supported Mac may refuse."""
 MACOS_VARIABLE = "TORCHDEVICE_MACOS"
 _VERSION = re.compile(r"\s*(\d+)(?:\.(\d+))?")
-_EXCEPTIONS: dict[str, type[BaseException]] = {
+EXCEPTIONS: dict[str, type[BaseException]] = {
     "RuntimeError": RuntimeError, "NotImplementedError": NotImplementedError, "TypeError": TypeError,
 }
-_WIDE = frozenset({torch.float64, torch.complex128})
+"""The exceptions the table's rows name."""
+WIDE = frozenset({torch.float64, torch.complex128})
+"""The dtypes MPS has no tensors of."""
 _C10_NAMES = {
     torch.bool: "Bool", torch.uint8: "Byte", torch.int8: "Char", torch.int16: "Short", torch.int32: "Int",
     torch.int64: "Long", torch.float16: "Half", torch.bfloat16: "BFloat16", torch.float32: "Float",
@@ -109,7 +111,7 @@ class Limit:
     @property
     def raises(self) -> type[BaseException] | None:
         """The exception type the Mac raises; None: MPS runs the call and returns other values."""
-        return _EXCEPTIONS[self.row.raises] if self.row.raises else None
+        return EXCEPTIONS[self.row.raises] if self.row.raises else None
 
     @cached_property
     def instead(self) -> torch._ops.OpOverload | None:
@@ -287,7 +289,7 @@ def _dtype(limit: Limit, arg: str, names: tuple[str, ...]) -> _Test:
 
 def _asks_wide(limit: Limit, arg: str) -> _Test:
     get = limit.getter(arg)
-    return lambda args, kwargs, macos: get(args, kwargs) in _WIDE
+    return lambda args, kwargs, macos: get(args, kwargs) in WIDE
 
 
 def _any_dtype(limit: Limit, names: tuple[str, ...]) -> _Test:

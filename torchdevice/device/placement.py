@@ -1,6 +1,6 @@
 """Where MPS lets host tensors meet device tensors: which ops take host tensors among their arguments, and the error
 for a call that mixes them elsewhere (shared by the simulated Mac's kernels and the hosted tensors, whose code is
-the same on a Mac)."""
+the same on a Mac); the error CUDA raises for a device the machine lacks (the runtime's and DDP's)."""
 
 from __future__ import annotations
 
@@ -20,3 +20,15 @@ def placement_error(device: torch.device) -> RuntimeError:
     """MPS's error for a call that mixes device tensors with a host tensor that is not a scalar."""
     return RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, {device} "
                         "and cpu!")
+
+
+def invalid_ordinal(index: int, devices: int) -> torch.AcceleratorError:
+    """The error CUDA raises for ``cuda:index`` on a machine with ``devices`` GPUs (``cudaErrorInvalidDevice``),
+    with a last line saying how to emulate more."""
+    emulated = "1 CUDA device (cuda:0)" if devices == 1 else f"{devices} CUDA devices (cuda:0 to cuda:{devices - 1})"
+    return torch.AcceleratorError(
+        "CUDA error: invalid device ordinal\n"
+        "GPU device may be out of range, do you have enough GPUs?\n"
+        f"torchdevice emulates {emulated}, so cuda:{index} does not exist; "
+        "emulate more with TORCHDEVICE_DEVICES=N or `torchdevice run --devices N`"
+    )

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from torchdevice.runtime.device_maps import invalid_ordinal
+from torchdevice.device.placement import invalid_ordinal
 
 
 def module_device_ids(module: torch.nn.Module) -> list[torch.device] | None:

@@ -27,9 +27,9 @@ calls it, classifies what it raises and routes the call, exactly as on a Mac; te
 Limits: an overload is guarded only when the tables, the cache or ``prefer_mlx`` name it (the
 catalog has public aten ops only, so private ones such as ``_cdist_backward`` are not in the
 table); creating a float64 tensor on MPS (factories, ``.to(torch.float64)``) is the device layer's
-business, and float64 results of a fallback stay on the CPU, as MPS cannot hold them; a routed view
-op returns a copy, not a view (views have kernels on every device, so this does not arise in
-practice).
+business, and float64 results of a fallback are hosted device tensors (their data the host keeps,
+:mod:`torchdevice.device.hosted`), as MPS cannot hold them; a routed view op returns a copy, not a view
+(views have kernels on every device, so this does not arise in practice).
 
 The registrations live in one ``torch.library.Library`` that the runtime's patcher destroys on
 ``uninstall()``, which removes every registration with it.

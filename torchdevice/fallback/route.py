@@ -12,7 +12,8 @@ autograd. The result must be what the target's own kernel would have returned:
 - a result the schema declares as an alias of an argument (``add_``, ``out=``) is the caller's own
   tensor (the dispatcher hands the caller that argument anyway, so ``y is x.add_(1)`` holds; returning
   it spares copying the computed copy to the target for nothing); other tensors go to the target
-  device, except dtypes the target cannot hold (``float64`` on MPS), which stay on the CPU;
+  device, except dtypes the target cannot hold (``float64`` on MPS), which come back hosted (device tensors
+  whose data the host keeps);
 - the result keeps its structure (tensor, tuple, list); the Python binding above the dispatcher
   then builds ``torch.return_types`` and ``PackedSequence`` exactly as for a native kernel.
 

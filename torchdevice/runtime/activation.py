@@ -5,8 +5,9 @@
 and installs in this order: the generated device wrappers (``torchdevice_generated.device_wrappers``), the
 hand-written entry points (tensors, checkpoints, autocast and GradScaler, the device-taking classes), the
 ``torch.cuda`` emulation table (``torchdevice_generated.cuda_table``, built by :class:`~.emulation.Emulation`),
-then each feature package in :data:`FEATURES`, which patches through the same patcher, so ``uninstall()`` undoes
-everything, newest first, and Triton's interpreter for the program's Triton kernels (:mod:`.triton_interpreter`).
+then each feature package (the fallback engine, distributed, the stand-ins), which patches through the same
+patcher, so ``uninstall()`` undoes everything, newest first, and Triton's interpreter for the program's Triton
+kernels (:mod:`.triton_interpreter`).
 Last, the environment that redirects the processes the program starts (:mod:`.processes`), and a warning naming
 the torch functions that modules had already bound by name (:mod:`.bindings`).
 """
@@ -37,9 +38,6 @@ from torchdevice.runtime.emulation import Emulation, unsupported
 from torchdevice.runtime.installation import Installation
 from torchdevice.version import __version__
 
-FEATURES = ("torchdevice.fallback", "torchdevice.distributed", "torchdevice.standins")
-"""Packages whose ``activate(patcher, target, options)`` runs after the runtime's own patches."""
-
 log = logging.getLogger("torchdevice")
 
 
@@ -48,6 +46,7 @@ class State:
     """An installation in place: its options and how to undo it."""
 
     device: torch.device
+    """The device ``"cuda"`` means, as the program sees it."""
     options: dict[str, Any]
     patcher: Patcher = field(default_factory=Patcher)
     installation: Installation | None = None  # None: passthrough, nothing patched
@@ -200,7 +199,7 @@ def _activate(state: State, name: str) -> None:
     patcher = state.patcher
     target = _target(patcher, name)
     inst = state.installation = Installation(target, state.options["devices"], state.options["prefer_mlx"])
-    state.device = inst.device
+    state.device = target.shown or inst.device  # as the program sees it: the simulated Mac's says mps:0
     patcher.defer(inst.counts.close)
     patch_warning_places(patcher)
     compilers = Compilers(patcher)
@@ -221,8 +220,10 @@ def _activate(state: State, name: str) -> None:
             patcher.set(owner, e.attr, unsupported(e.name, e.why, e.is_class, inst.device))
         elif e.policy == "emulate":
             patcher.set(owner, e.attr, emulation.build(e.does, e.value, e.name))
-    for feature in FEATURES:
-        importlib.import_module(feature).activate(patcher, target, dict(state.options))
+    from torchdevice import distributed, fallback, standins  # the features, whose activate() runs last
+
+    for feature in (fallback, distributed, standins):
+        feature.activate(patcher, target, dict(state.options))
     triton_interpreter.activate(patcher, target.shown or target.device)
 
 

@@ -9,7 +9,8 @@ map to an equal value (the first equal one seen, not always the identical object
 ``translated != original`` tells a redirect.
 
 ``cuda:0`` to ``cuda:N-1`` all mean the target, for the N emulated devices (:func:`resolve_devices`);
-an index beyond them raises the error CUDA raises for it (:func:`invalid_ordinal`).
+an index beyond them raises the error CUDA raises for it
+(:func:`torchdevice.device.placement.invalid_ordinal`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import os
 import warnings
 
 import torch
+
+from torchdevice.device.placement import invalid_ordinal
 
 _CACHEABLE = (str, int, torch.device, torch.dtype, type(None))
 """Key types worth caching: a small, finite set of values in any program (tensors are not)."""
@@ -44,18 +47,6 @@ def resolve_devices(requested: int | None = None) -> int:
         return 1
     local = os.environ.get("LOCAL_WORLD_SIZE", "")
     return int(local) if local.isdigit() and int(local) >= 1 else 1
-
-
-def invalid_ordinal(index: int, devices: int) -> torch.AcceleratorError:
-    """The error CUDA raises for ``cuda:index`` on a machine with ``devices`` GPUs (``cudaErrorInvalidDevice``),
-    with a last line saying how to emulate more."""
-    emulated = "1 CUDA device (cuda:0)" if devices == 1 else f"{devices} CUDA devices (cuda:0 to cuda:{devices - 1})"
-    return torch.AcceleratorError(
-        "CUDA error: invalid device ordinal\n"
-        "GPU device may be out of range, do you have enough GPUs?\n"
-        f"torchdevice emulates {emulated}, so cuda:{index} does not exist; "
-        "emulate more with TORCHDEVICE_DEVICES=N or `torchdevice run --devices N`"
-    )
 
 
 def is_cuda_value(value: object) -> bool:

@@ -40,8 +40,9 @@ import torch
 
 from torchdevice.callers import torch_internal
 from torchdevice.device.aten import cpp_device
+from torchdevice.device.host import system_memory
+from torchdevice.device.placement import invalid_ordinal
 from torchdevice.device.residence import device_index
-from torchdevice.runtime.device_maps import invalid_ordinal
 
 if TYPE_CHECKING:
     from torchdevice.runtime.installation import Installation
@@ -323,8 +324,7 @@ class Emulation:
         if self.on_mps:
             total = torch.mps.recommended_max_memory()
             return max(total - torch.mps.driver_allocated_memory(), 0), total
-        page = os.sysconf("SC_PAGE_SIZE")
-        return os.sysconf("SC_AVPHYS_PAGES") * page, os.sysconf("SC_PHYS_PAGES") * page
+        return system_memory()
 
     @word
     def empty_cache(self) -> None:

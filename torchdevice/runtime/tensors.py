@@ -1,7 +1,7 @@
 """Where tensors live: moves between the host and the emulated CUDA devices, and what tensors say of it.
 
 On a GPU, a move between the host and a device makes a copy and a move to where a tensor already is
-returns it. The emulated devices keep that, with :mod:`.residence` telling device tensors from host
+returns it. The emulated devices keep that, with :mod:`torchdevice.device.residence` telling device tensors from host
 tensors (a mark on the storage):
 
 * to CUDA (``Tensor.to("cuda")``, ``.cuda()``, ``Module.to/cuda`` through them, ``x.to(device_tensor)``,
@@ -14,7 +14,7 @@ tensors (a mark on the storage):
 * ``pin_memory()`` copies into memory marked as pinned; ``is_pinned()`` says so; ``copy.deepcopy`` of device
   memory is device memory;
 * ``is_cuda``, ``is_cpu``, ``get_device()`` and ``type()`` answer as on a GPU for device tensors (torch's
-  own code still gets the machine's answer, see :mod:`.views`).
+  own code still gets the machine's answer, see :mod:`torchdevice.callers`).
 
 ``torch.set_default_device("cuda")`` and ``with torch.device("cuda"):`` build a DeviceContext whose
 device is translated and whose tensors are marked (``torch.get_default_device()`` then says

@@ -44,11 +44,13 @@ from torchdevice.device.aten import (
     tensors,
     tree_map,
 )
-from torchdevice.device.hosted import WIDE, Hosting
+from torchdevice.device.hosted import Hosting
+from torchdevice.device.limits import WIDE
 from torchdevice.device.placement import HOST_ARGUMENTS, HOST_RESULTS, placement_error
 from torchdevice.device.target import Target
 from torchdevice.simulated import device as simulated_device
 from torchdevice.simulated.device import CPU, GENERATOR, allocate, device_tensor, host_alias, host_bytes
+from torchdevice.simulated.presentation import SHOWN
 
 _GENERIC = {limit.name: limit.row for limit in limits.generic()}
 NO_FLOAT64 = "".join(_GENERIC["float64_tensor"].message)
@@ -64,8 +66,6 @@ NAME = "simulated-mps"
 """The name of a chosen table's verdicts in the capability cache (Apple silicon's: ``mps-sim``)."""
 EVERY_OP = "*"
 """``no_float64=EVERY_OP``: every op refuses float64, as on MPS."""
-SHOWN = torch.device("mps", 0)
-"""What the device's tensors say they are on."""
 
 _aten = torch.ops.aten
 _VIEWS = (_aten.as_strided.default, _aten.view.default, _aten._reshape_alias.default, _aten.unfold.default,

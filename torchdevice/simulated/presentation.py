@@ -2,7 +2,8 @@
 
 While the simulation is installed (every patch through the runtime's patcher):
 
-- device tensors say they are on ``mps:0`` (``x.device``, ``x.is_mps``, printing), as a Mac's do, to the program
+- device tensors and their storages say they are on ``mps:0`` (``x.device``, ``x.is_mps``, printing,
+  ``x.untyped_storage().device``), as a Mac's do, to the program
   and the libraries it uses; torch's own code, which computes with them, gets their device as torch knows it;
 - ``torch.backends.mps`` says MPS is built and available, on the simulated macOS version
   (:func:`torchdevice.device.limits.macos`), so libraries that pick ``"mps"`` themselves (transformers, peft) do, and
@@ -22,7 +23,6 @@ While the simulation is installed (every patch through the runtime's patcher):
 from __future__ import annotations
 
 import functools
-import os
 from typing import Any
 
 import torch
@@ -33,11 +33,13 @@ import torch.serialization
 
 from torchdevice.callers import torch_internal
 from torchdevice.device.aten import cpp_device
+from torchdevice.device.host import system_memory
 from torchdevice.device.hosted import HostedTensor
 from torchdevice.patching import Patcher
 from torchdevice.simulated.device import GENERATOR, NAME, allocate, allocated, compiled, host_alias, host_bytes
 
 SHOWN = torch.device("mps", 0)
+"""What the device's tensors say they are on."""
 _IS_MPS = vars(torch._C.TensorBase)["is_mps"].__get__
 
 
@@ -45,6 +47,15 @@ def _device(self: torch.Tensor) -> torch.device:
     """``mps:0`` for the program; torch's own code (Dynamo, the optimizers, serialization) gets the device it
     computes with, as :func:`torchdevice.callers.torch_internal` tells the two apart."""
     device = cpp_device(self)
+    return SHOWN if device.type == NAME and not torch_internal() else device
+
+
+_STORAGE_DEVICE = vars(torch._C.StorageBase)["device"].__get__
+
+
+def _storage_device(self: torch.UntypedStorage) -> torch.device:
+    """A storage's device as :func:`_device` answers a tensor's."""
+    device = _STORAGE_DEVICE(self)
     return SHOWN if device.type == NAME and not torch_internal() else device
 
 
@@ -56,6 +67,7 @@ def activate(patcher: Patcher, macos: tuple[int, int]) -> None:
     """Present the simulated device as Apple silicon on macOS ``macos`` until ``patcher.restore()``."""
     patcher.set(torch.Tensor, "device", property(_device, doc=torch.Tensor.device.__doc__))
     patcher.set(torch.Tensor, "is_mps", property(_is_mps, doc=torch.Tensor.is_mps.__doc__))
+    patcher.set(torch.UntypedStorage, "device", property(_storage_device))
     patcher.set(torch.backends.mps, "is_available", lambda: True)
     patcher.set(torch.backends.mps, "is_built", lambda: True)
     patcher.set(torch.backends.mps, "is_macos_or_newer", lambda major, minor: macos >= (major, minor))
@@ -67,7 +79,7 @@ def activate(patcher: Patcher, macos: tuple[int, int]) -> None:
         "set_rng_state": lambda new_state, device="mps": GENERATOR.set_state(new_state),
         "_get_default_mps_generator": lambda: GENERATOR,
         "current_allocated_memory": allocated, "driver_allocated_memory": allocated,
-        "recommended_max_memory": lambda: _memory()[1],
+        "recommended_max_memory": lambda: system_memory()[1],
         "set_per_process_memory_fraction": lambda fraction: None,
     }
     for name, answer in answers.items():
@@ -202,8 +214,4 @@ def _restore(storage: Any, location: str) -> Any:
     host_alias(restored).copy_(host_bytes(host))
     return restored.untyped_storage()
 
-
-def _memory() -> tuple[int, int]:
-    page = os.sysconf("SC_PAGE_SIZE")
-    return os.sysconf("SC_AVPHYS_PAGES") * page, os.sysconf("SC_PHYS_PAGES") * page
 
