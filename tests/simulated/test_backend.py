@@ -127,3 +127,30 @@ def test_the_device_has_one_name_for_the_program(mac):
     assert torchdevice.target() == x.device == x.untyped_storage().device == torch.device("mps", 0)
     assert mac == torch.device("mps", 0)  # what installed() (and install()) returned
     assert torch._C.StorageBase.device.__get__(x.untyped_storage()).type == "mps_sim"
+
+
+@pytest.mark.processes
+def test_bitsandbytes_int8_parameters_are_quantized_by_module_to(tmp_path):
+    """bitsandbytes' ``Int8Params.to`` quantizes and assigns ``self.data`` across host and device: under mps-sim,
+    ``Linear8bitLt(...).to("cuda")`` holds int8 weights on the device and computes what the cpu target computes
+    (bitsandbytes takes its MPS path there, as on a Mac: the same int8 products, float16 rounding apart)."""
+    program = tmp_path / "int8.py"
+    program.write_text(
+        "import json, torch\n"
+        "import bitsandbytes as bnb\n"
+        "torch.manual_seed(0)\n"
+        "layer = bnb.nn.Linear8bitLt(16, 8, has_fp16_weights=False, threshold=6.0)\n"
+        "weight = layer.weight\n"
+        "layer = layer.to('cuda')\n"
+        "out = layer(torch.randn(4, 16, device='cuda', dtype=torch.float16))\n"
+        "print(json.dumps({'kept': layer.weight is weight, 'dtype': str(layer.weight.dtype),"
+        " 'on': layer.weight.device.type, 'out': out.float().cpu().tolist()}))\n")
+    results = {}
+    for target in ("cpu", "mps-sim"):
+        done = subprocess.run([sys.executable, "-m", "torchdevice", "run", "--target", target, str(program)],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        results[target] = json.loads(done.stdout.splitlines()[-1])
+    mac, cpu = results["mps-sim"], results["cpu"]
+    assert (mac["kept"], mac["dtype"], mac["on"]) == (True, "torch.int8", "mps")
+    torch.testing.assert_close(torch.tensor(mac["out"]), torch.tensor(cpu["out"]), rtol=1e-2, atol=1e-2)

@@ -107,14 +107,14 @@ def activate(patcher: Patcher, macos: tuple[int, int]) -> None:
     patcher.defer(lambda: registry.remove(entry))
 
 
-_PLAIN = (torch.Tensor, torch.nn.Parameter)
+_PYTHON = torch._C.DispatchKey.Python
 
 
 def _across(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether two plain strided tensors are one on the host and one on the device (as one on the host and one on
-    MPS)."""
-    return (type(a) in _PLAIN and type(b) in _PLAIN and {cpp_device(a).type, cpp_device(b).type} == {"cpu", NAME}
-            and a.layout == b.layout == torch.strided)
+    """Whether two strided tensors with their own data (no ``__torch_dispatch__`` wrapper, as a hosted tensor is)
+    are one on the host and one on the device (as one on the host and one on MPS)."""
+    return ({cpp_device(a).type, cpp_device(b).type} == {"cpu", NAME} and a.layout == b.layout == torch.strided
+            and not torch._C._dispatch_keys(a).has(_PYTHON) and not torch._C._dispatch_keys(b).has(_PYTHON))
 
 
 def _or_hosted(original: Any) -> Any:
