@@ -34,14 +34,8 @@ namespace {
 
 const c10::DeviceType kDevice = c10::DeviceType::PrivateUse1;
 std::atomic<int64_t> live_bytes{0};
-std::atomic<int64_t> peak_bytes{0};
 
-void count(int64_t n) {
-  int64_t now = live_bytes += n;
-  int64_t peak = peak_bytes.load();
-  while (now > peak && !peak_bytes.compare_exchange_weak(peak, now)) {
-  }
-}
+void count(int64_t n) { live_bytes += n; }
 
 struct Block {
   void* data;
@@ -451,8 +445,6 @@ void set_data(const at::Tensor& self, const at::Tensor& data) {
 }
 
 int64_t allocated() { return live_bytes.load(); }
-int64_t peak() { return peak_bytes.load(); }
-void reset_peak() { peak_bytes.store(live_bytes.load()); }
 
 }  // namespace
 
@@ -463,8 +455,6 @@ TORCH_LIBRARY(torchdevice_sim, m) {
   m.def("empty(int[] size, ScalarType dtype) -> Tensor", &empty);
   m.def("set_data(Tensor(a!) self, Tensor data) -> ()", &set_data);
   m.def("allocated() -> int", &allocated);
-  m.def("peak() -> int", &peak);
-  m.def("reset_peak() -> ()", &reset_peak);
   m.def("use_kernels(str[] ops, str[] host_arguments, str[] views, bool wide, str wide_message, "
         "str placement_message) -> ()",
         &use_kernels);
