@@ -18,7 +18,7 @@ import torch
 from bench.timing import per_call
 from torchdevice.fallback import Engine
 from torchdevice.fallback.cache import CapabilityCache
-from torchdevice.simulated.kernels import SimulatedMPS
+from torchdevice.simulated.kernels import SimulatedKernels
 
 MB = 2**20
 ROUNDS = 3
@@ -30,7 +30,7 @@ def _engine_run(op: str, name: str, shims: dict[str, Callable[..., Any]], call: 
     missing there (``check``: the result it must give, within float32 tolerances)."""
     from torchdevice.fallback.mlx_bridge import MlxUnsupported
 
-    with SimulatedMPS(missing={op}, table_missing={name}) as target:
+    with SimulatedKernels(missing={op}, table_missing={name}) as target:
         engine = Engine(target, CapabilityCache(target.name, None), shims=shims, unsupported=(MlxUnsupported,))
         library = engine.install()
         try:
@@ -98,7 +98,7 @@ def decision_overhead() -> Iterator[dict[str, Any]]:
     for _ in range(ROUNDS):
         best_engine = min(best_engine, _engine_run("cumsum", "aten::cumsum", {}, lambda t: torch.cumsum(t, 0), (x,),
                                                    number=20_000))
-        with SimulatedMPS() as target:
+        with SimulatedKernels() as target:
             on_device = x.to(target.device)
             best_direct = min(best_direct, per_call(lambda t=on_device: torch.cumsum(t, 0), number=20_000, repeat=3))
     yield {"name": "cached fallback decision, cumsum of 16 floats", "engine_s": best_engine,
@@ -138,7 +138,7 @@ def install() -> Iterator[dict[str, Any]]:
     from torchdevice_generated.fallback_table import MISSING_ON_MPS as missing
     best = float("inf")
     for _ in range(ROUNDS):
-        with SimulatedMPS(table_missing=missing) as target:
+        with SimulatedKernels(table_missing=missing) as target:
             engine = Engine(target, CapabilityCache(target.name, None))
             start = time.perf_counter()
             library = engine.install()
@@ -204,8 +204,8 @@ def simulated_program() -> Iterator[dict[str, Any]]:
                 route.on_cpu, route.on_mlx = on_cpu, on_mlx
     report = torchdevice.report()["fallbacks"]
     yield {"name": "mps-sim: 5 training steps with adaptive_max_pool3d, heaviside, multilabel_margin_loss",
-           "native_cpu_s": native_s, "mps_sim_s": simulated_s, "in_fallback_routes_s": fallback_s,
-           "mps_sim_over_native": simulated_s / native_s, "fell_back": sorted(report)}
+           "native_cpu_s": native_s, "simulated_s": simulated_s, "in_fallback_routes_s": fallback_s,
+           "simulated_over_native": simulated_s / native_s, "fell_back": sorted(report)}
 
 
 def _fit(device: str, dtype: torch.dtype = torch.float64, steps: int = 20) -> float:
@@ -243,8 +243,8 @@ def hosted_program() -> Iterator[dict[str, Any]]:
             hosted_s = min(hosted_s, per_call(lambda: _fit("cuda"), number=1, repeat=1))
             float32_s = min(float32_s, per_call(lambda: _fit("cuda", torch.float32), number=1, repeat=1))
     yield {"name": "mps-sim: numpy data, lstsq and 20 steps of a float32 model, float64 targets (hosted)",
-           "native_cpu_s": native_s, "mps_sim_s": hosted_s, "mps_sim_float32_data_s": float32_s,
-           "mps_sim_over_native": hosted_s / native_s, "float64_over_float32_on_mps_sim": hosted_s / float32_s}
+           "native_cpu_s": native_s, "simulated_s": hosted_s, "simulated_float32_data_s": float32_s,
+           "simulated_over_native": hosted_s / native_s, "float64_over_float32_on_simulated": hosted_s / float32_s}
 
 
 def limit_guards() -> Iterator[dict[str, Any]]:
@@ -257,7 +257,7 @@ def limit_guards() -> Iterator[dict[str, Any]]:
              "masked_fill_": lambda: x.masked_fill_(mask, 0.0)}
     plain = {name: float("inf") for name in cases}
     guarded = dict(plain)
-    with SimulatedMPS() as target:
+    with SimulatedKernels() as target:
         for _ in range(ROUNDS):
             for name, call in cases.items():
                 plain[name] = min(plain[name], per_call(call, number=20_000, repeat=3, timer=time.process_time))

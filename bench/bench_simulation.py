@@ -75,5 +75,5 @@ def run() -> Iterator[dict[str, Any]]:
             for name, call, number in _cases("cuda"):
                 simulated[name] = min(simulated[name], per_call(call, number=number, repeat=3))
     for name in native:
-        yield {"name": f"mps-sim per op: {name}", "native_cpu_s": native[name], "mps_sim_s": simulated[name],
-               "added_s": simulated[name] - native[name], "mps_sim_over_native": simulated[name] / native[name]}
+        yield {"name": f"mps-sim per op: {name}", "native_cpu_s": native[name], "simulated_s": simulated[name],
+               "added_s": simulated[name] - native[name], "simulated_over_native": simulated[name] / native[name]}

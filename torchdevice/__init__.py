@@ -34,7 +34,8 @@ if _log.level == logging.NOTSET:  # a level the program set before importing us 
 
 
 def install(target: str | torch.device | None = None, *, prefer_mlx: bool = False,
-            devices: int | None = None, report: str | os.PathLike[str] | None = None) -> torch.device:
+            devices: int | None = None, gpu: str | None = None, gpu_memory: str | int | None = None,
+            report: str | os.PathLike[str] | None = None) -> torch.device:
     """Make ``"cuda"`` mean ``target`` (default: ``$TORCHDEVICE_TARGET``, else MPS, else CPU; real CUDA
     passes through), here and in every Python process started from now on. Returns that device.
 
@@ -43,13 +44,18 @@ def install(target: str | torch.device | None = None, *, prefer_mlx: bool = Fals
     and thread-safe; a different target or option reinstalls. Call it before modules import torch
     functions by name (``from torch import zeros``): such names keep the originals (a warning names them).
 
+    ``gpu``, ``gpu_memory``: for ``cuda-sim``, the NVIDIA card simulated (``"T4"``, ``"A100-40GB"``...; default
+    ``$TORCHDEVICE_GPU``, else T4), or each GPU's memory (``"1GiB"``; default ``$TORCHDEVICE_GPU_MEMORY``, else the
+    card's), which the program cannot exceed.
+
     ``report``: at exit, write what the runtime did in this process and every process it starts to this
     file (JSON; a self-contained HTML page for a name ending in ``.html``), and a summary on stderr
     (default: ``$TORCHDEVICE_REPORT``; see :mod:`torchdevice.reporting.program`).
     """
     from torchdevice.runtime import activation
 
-    return activation.install(target, prefer_mlx=prefer_mlx, devices=devices, report=report)
+    return activation.install(target, prefer_mlx=prefer_mlx, devices=devices, gpu=gpu, gpu_memory=gpu_memory,
+                              report=report)
 
 
 def uninstall() -> None:
@@ -62,12 +68,13 @@ def uninstall() -> None:
 
 @contextlib.contextmanager
 def installed(target: str | torch.device | None = None, *, prefer_mlx: bool = False,
-              devices: int | None = None) -> Iterator[torch.device]:
+              devices: int | None = None, gpu: str | None = None,
+              gpu_memory: str | int | None = None) -> Iterator[torch.device]:
     """Install for the duration of a ``with`` block, then restore whatever was active before."""
     from torchdevice.runtime import activation
 
     before = activation.options()
-    device = activation.install(target, prefer_mlx=prefer_mlx, devices=devices)
+    device = activation.install(target, prefer_mlx=prefer_mlx, devices=devices, gpu=gpu, gpu_memory=gpu_memory)
     try:
         yield device
     finally:

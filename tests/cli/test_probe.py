@@ -12,15 +12,15 @@ import torch
 from torchdevice.cli import catalog, main, probe
 from torchdevice.device import limits, probes
 from torchdevice.records import CatalogRow
-from torchdevice.simulated.kernels import EVERY_OP, SimulatedMPS
+from torchdevice.simulated.kernels import EVERY_OP, SimulatedKernels
 
 MISSING = ("aten::_adaptive_avg_pool3d", "aten::cummax")
 
 
 def Mac(macos: tuple[int, int] = (14, 0), overloads: tuple[str, ...] | None = None,
-        missing: tuple[str, ...] = ()) -> SimulatedMPS:
+        missing: tuple[str, ...] = ()) -> SimulatedKernels:
     """The simulated Mac refusing the limits of ``overloads`` (default: all) and missing the kernels of ``missing``."""
-    return SimulatedMPS(limited=limits.limited() if overloads is None else overloads, macos=macos,
+    return SimulatedKernels(limited=limits.limited() if overloads is None else overloads, macos=macos,
                         missing_overloads=missing, no_float64=EVERY_OP)
 
 
@@ -75,7 +75,7 @@ def test_the_report_and_its_json(tmp_path, capsys):
     found["target"] = "simulated-mac"
     text = probe.report(found)
     lines = text.splitlines()
-    assert lines[0].startswith("torchdevice probe: simulated-mac (mps_sim:0) on macOS 14.0, torch ")
+    assert lines[0].startswith("torchdevice probe: simulated-mac (simulated:0) on macOS 14.0, torch ")
     assert lines[1].startswith("limits: ") and " confirmed, 0 contradicted, " in lines[1]
     assert "missing kernels: 2 confirmed, 0 contradicted, 0 not probed" in text
     assert len(probe.report(found, every=True).splitlines()) > len(lines)

@@ -22,19 +22,19 @@ from torchdevice.device.target import Target
 from torchdevice.fallback import Engine
 from torchdevice.fallback import engine as engine_module
 from torchdevice.fallback.cache import CapabilityCache
-from torchdevice.simulated.kernels import EVERY_OP, SimulatedMPS
+from torchdevice.simulated.kernels import EVERY_OP, SimulatedKernels
 
 CPU = torch.device("cpu")
 MAC_14 = (14, 0)
 
 
-def Mac(macos: tuple[int, int] = MAC_14, **refusing: Any) -> SimulatedMPS:
+def Mac(macos: tuple[int, int] = MAC_14, **refusing: Any) -> SimulatedKernels:
     """The simulated Mac refusing every limit of the table on macOS ``macos`` (and what ``refusing`` adds)."""
-    return SimulatedMPS(limited=limits.limited(), macos=macos, **refusing)
+    return SimulatedKernels(limited=limits.limited(), macos=macos, **refusing)
 
 
 @contextlib.contextmanager
-def completed(mac: SimulatedMPS, macos: tuple[int, int] = MAC_14) -> Iterator[Target]:
+def completed(mac: SimulatedKernels, macos: tuple[int, int] = MAC_14) -> Iterator[Target]:
     """``mac`` entered and the engine installed on it for macOS ``macos``."""
     with mac as target:
         library = Engine(target, CapabilityCache.open(target.name), macos=macos).install()

@@ -10,7 +10,7 @@ from fallback_support import activated, host, on
 
 from torchdevice.reporting import counts as report
 from torchdevice.reporting import program as program_report
-from torchdevice.simulated.kernels import SimulatedMPS
+from torchdevice.simulated.kernels import SimulatedKernels
 
 
 @pytest.fixture(autouse=True)
@@ -26,7 +26,7 @@ def row(op: str, route: str) -> dict:
 
 
 def test_missing_kernel_and_unsupported_dtype_are_counted_timed_and_explained():
-    sim = SimulatedMPS(missing={"cummax"}, table_missing={"aten::cummax"}, no_float64={"erfinv"},
+    sim = SimulatedKernels(missing={"cummax"}, table_missing={"aten::cummax"}, no_float64={"erfinv"},
                        try_first={"aten::erfinv"})
     x, d = torch.randn(50), torch.rand(5, dtype=torch.float64)
     with activated(sim) as target:

@@ -138,7 +138,7 @@ def test_devices_option(command, tmp_path):
 
 
 @pytest.mark.parametrize(("value", "message"), [
-    ("tpu", "unknown target 'tpu' (TORCHDEVICE_TARGET=tpu); expected one of cpu, mps, mps-sim, cuda"),
+    ("tpu", "unknown target 'tpu' (TORCHDEVICE_TARGET=tpu); expected one of cpu, mps, mps-sim, cuda-sim, cuda"),
     ("mps", "target 'mps' requested (TORCHDEVICE_TARGET=mps) but MPS is not available on this machine"),
 ])
 def test_a_bad_target_setting_is_one_line_naming_the_variable(command, tmp_path, value, message):

@@ -126,7 +126,7 @@ def test_the_device_has_one_name_for_the_program(mac):
     x = torch.ones(2, device="cuda")
     assert torchdevice.target() == x.device == x.untyped_storage().device == torch.device("mps", 0)
     assert mac == torch.device("mps", 0)  # what installed() (and install()) returned
-    assert torch._C.StorageBase.device.__get__(x.untyped_storage()).type == "mps_sim"
+    assert torch._C.StorageBase.device.__get__(x.untyped_storage()).type == "simulated"
 
 
 @pytest.mark.processes

@@ -11,7 +11,7 @@ from torchdevice_generated.fallback_table import MISSING_ON_MPS
 import torchdevice
 from torchdevice.device import limits
 from torchdevice.device.aten import overload
-from torchdevice.simulated.kernels import NO_FLOAT64, SimulatedMPS
+from torchdevice.simulated.kernels import NO_FLOAT64, SimulatedKernels
 
 MISSING_KERNEL = next(limit for limit in limits.generic() if limit.name == "missing_kernel")
 
@@ -40,7 +40,7 @@ def test_host_tensors_stay_host_tensors_and_are_no_fallbacks(mac):
 
 def test_mixing_a_device_tensor_with_a_host_tensor_raises_as_on_mps(mac):
     x = torch.ones(3, device="cuda")
-    # torch's own C++ check names the device as torch knows it: mps_sim:0 (see the README's simulated Mac)
+    # torch's own C++ check names the device as torch knows it: simulated:0 (see the README's simulated Mac)
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device.*mps(_sim)?:0 and cpu"):
         x + torch.ones(3)
     with pytest.raises(RuntimeError, match="same device"):
@@ -90,7 +90,7 @@ def test_modules_and_gradients_live_on_the_device(mac):
 def test_every_overload_of_the_table_raises_mps_error():
     """The simulated device lacks every overload the generated table lists, with MPS's own message."""
     assert len(MISSING_ON_MPS) == 364
-    sim = SimulatedMPS.apple()
+    sim = SimulatedKernels.apple()
     checked = 0
     for name in MISSING_ON_MPS:
         op = overload(name)
@@ -104,7 +104,7 @@ def test_every_overload_of_the_table_raises_mps_error():
 
 
 def test_simulated_kernels_refuse_float64_as_mps():
-    with SimulatedMPS.apple() as target:
+    with SimulatedKernels.apple() as target:
         with pytest.raises(TypeError) as caught:
             torch.ones(2, dtype=torch.float64, device=target.device)  # MPS's allocation refuses it
         assert str(caught.value) == NO_FLOAT64

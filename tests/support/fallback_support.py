@@ -17,7 +17,7 @@ from torchdevice.fallback.cache import CapabilityCache
 from torchdevice.fallback.mlx_bridge import MlxUnsupported
 from torchdevice.patching import Patcher
 from torchdevice.reporting.counts import fallbacks as fallback_counts
-from torchdevice.simulated.kernels import SimulatedMPS
+from torchdevice.simulated.kernels import SimulatedKernels
 
 
 class Fallbacks:
@@ -34,7 +34,7 @@ class Fallbacks:
 
 
 @contextlib.contextmanager
-def activated(sim: SimulatedMPS, **options: Any) -> Iterator[Target]:
+def activated(sim: SimulatedKernels, **options: Any) -> Iterator[Target]:
     """``sim`` entered and the engine activated on it, as the runtime does; restored on exit."""
     with sim as target:
         patcher = Patcher()
@@ -46,7 +46,7 @@ def activated(sim: SimulatedMPS, **options: Any) -> Iterator[Target]:
 
 
 @contextlib.contextmanager
-def engine(sim: SimulatedMPS, shims: dict[str, Any], *, prefer_mlx: bool = False) -> Iterator[Engine]:
+def engine(sim: SimulatedKernels, shims: dict[str, Any], *, prefer_mlx: bool = False) -> Iterator[Engine]:
     """``sim`` entered and an engine with the given MLX shims (by aten overload) installed on it."""
     with sim as target:
         e = Engine(target, CapabilityCache.open(target.name), shims=shims, unsupported=(MlxUnsupported,),
@@ -69,14 +69,14 @@ def host(value: Any) -> Any:
 
 
 @contextlib.contextmanager
-def simulating(sim: SimulatedMPS) -> Iterator[None]:
+def simulating(sim: SimulatedKernels) -> Iterator[None]:
     """``torchdevice.installed("mps-sim")`` simulates ``sim``'s table instead of Apple silicon's."""
-    apple = SimulatedMPS.apple
-    SimulatedMPS.apple = classmethod(lambda cls, name=sim.name: sim)  # type: ignore[method-assign, assignment]
+    apple = SimulatedKernels.apple
+    SimulatedKernels.apple = classmethod(lambda cls, name=sim.name: sim)  # type: ignore[method-assign, assignment]
     try:
         yield
     finally:
-        SimulatedMPS.apple = apple  # type: ignore[method-assign]
+        SimulatedKernels.apple = apple  # type: ignore[method-assign]
 
 
 def registered(name: str, key: str = "PrivateUse1") -> bool:

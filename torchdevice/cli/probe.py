@@ -40,9 +40,10 @@ def run(args: argparse.Namespace) -> int:
             return 2
         device = torch.device("mps")
     else:
+        from torchdevice.device.target import SIMULATED_MPS
         from torchdevice.simulated import activate
 
-        device = activate(patcher).device
+        device = activate(patcher, SIMULATED_MPS).device
     try:
         found = measure(device, limits.macos())
     finally:

@@ -35,13 +35,19 @@ _OWN_MODULES = (__name__, "runpy")
 def configure(parser: argparse.ArgumentParser) -> None:
     from torchdevice.device.target import TARGETS
 
-    parser.usage = ("torchdevice run [-h] [--target T] [--devices N] [--report FILE] (SCRIPT | -m MODULE) [ARGS...]\n"
+    parser.usage = ("torchdevice run [-h] [--target T] [--devices N] [--gpu NAME | --gpu-memory SIZE] [--report FILE] "
+                    "(SCRIPT | -m MODULE) [ARGS...]\n"
                     "       torchdevice run [...] [--output PATH | --inplace] NOTEBOOK.ipynb")
     parser.add_argument("--target", choices=TARGETS, metavar="{" + ",".join(TARGETS) + "}",
                         help="where \"cuda\" goes (default: $TORCHDEVICE_TARGET, else the best device here); "
-                             "mps-sim: Apple silicon's kernels and dtypes, simulated on this machine")
+                             "mps-sim: Apple silicon's kernels and dtypes, simulated on this machine; cuda-sim: "
+                             "NVIDIA GPUs, simulated on this machine (tensors on cuda:i)")
     parser.add_argument("--devices", type=_positive, metavar="N",
                         help="emulate N CUDA devices, each of them the target (default: $TORCHDEVICE_DEVICES, else 1)")
+    parser.add_argument("--gpu", metavar="NAME", help="cuda-sim: the card simulated (T4, A100-40GB, H100 ...; default: "
+                        "$TORCHDEVICE_GPU, else T4)")
+    parser.add_argument("--gpu-memory", metavar="SIZE", help="cuda-sim: each GPU's memory (16GB, 1GiB ...; default: "
+                        "$TORCHDEVICE_GPU_MEMORY, else the card's)")
     parser.add_argument("--report", metavar="FILE",
                         help="at exit, write what the runtime did in every process of the program to FILE (JSON; "
                              "a page to look at, self-contained HTML, when FILE ends in .html) and print a summary "
@@ -81,11 +87,18 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         target = resolve(args.target)  # a bad TORCHDEVICE_TARGET is the user's input: one line, not a traceback
+        if args.gpu or args.gpu_memory:
+            from torchdevice.device import gpus
+
+            if target != "cuda-sim":
+                raise ValueError("--gpu and --gpu-memory are for --target cuda-sim")
+            gpus.choose(args.gpu, args.gpu_memory)
     except (ValueError, RuntimeError) as exc:
         print(f"torchdevice run: {str(exc).removeprefix('torchdevice: ')}", file=sys.stderr)
         return 2
     with warnings.catch_warnings(record=True) as caught:  # no program line to point at yet: said plainly
-        torchdevice.install(target, devices=args.devices, report=args.report)
+        torchdevice.install(target, devices=args.devices, gpu=args.gpu, gpu_memory=args.gpu_memory,
+                            report=args.report)
     for warning in caught:
         text = f"{warning.category.__name__}: {str(warning.message).removeprefix('torchdevice: ')}"
         print(f"torchdevice run: {text}", file=sys.stderr)

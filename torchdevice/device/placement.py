@@ -16,10 +16,11 @@ HOST_RESULTS = {"_pack_padded_sequence": 1, "_pad_packed_sequence": 1}
 """Ops that return a host tensor at this position on every device (a packed sequence's batch sizes, lengths)."""
 
 
-def placement_error(device: torch.device) -> RuntimeError:
-    """MPS's error for a call that mixes device tensors with a host tensor that is not a scalar."""
+def placement_error(device: torch.device, other: torch.device | str = "cpu") -> RuntimeError:
+    """The error for a call that mixes tensors of ``device`` with a host tensor that is not a scalar (MPS's, CUDA's),
+    or with tensors of ``other`` device (CUDA's)."""
     return RuntimeError(f"Expected all tensors to be on the same device, but found at least two devices, {device} "
-                        "and cpu!")
+                        f"and {other}!")
 
 
 def invalid_ordinal(index: int, devices: int) -> torch.AcceleratorError:

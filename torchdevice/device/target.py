@@ -1,7 +1,7 @@
 """Targets: the device ``"cuda"`` means, and what is known about it.
 
 A :class:`Target` says which device ``"cuda"`` becomes (``device``: ``cpu``, ``mps``; the simulated Mac's
-``mps_sim:0``) and what the program is shown of it (``shown``: the simulated Mac's tensors say ``mps:0``), where
+``simulated:0``) and what the program is shown of it (``shown``: the simulated Mac's tensors say ``mps:0``), where
 the fallback engine registers kernels for it (``dispatch_key``) and how torch's error messages name it
 (``backend``), what the kernel table knows (the aten overloads it has no kernel for, those to try first and
 watch), how it keeps the dtypes it has no tensors of (``hosting``), and whether torch was built for it
@@ -15,17 +15,37 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
 from torchdevice.device.aten import Kernel
+from torchdevice.device.gpus import Gpu
 from torchdevice.device.hosted import Hosting
 
-TARGETS = ("cpu", "mps", "mps-sim", "cuda")
+TARGETS = ("cpu", "mps", "mps-sim", "cuda-sim", "cuda")
 """The names a target is asked for by (``install(target=...)``, ``TORCHDEVICE_TARGET``, ``--target``)."""
 SIMULATED_MPS = "mps-sim"
 """Apple silicon simulated on a machine without MPS (:mod:`torchdevice.simulated`)."""
+SIMULATED_CUDA = "cuda-sim"
+"""NVIDIA GPUs simulated on a machine without CUDA (:mod:`torchdevice.simulated`)."""
+SIMULATED = (SIMULATED_MPS, SIMULATED_CUDA)
+
+
+class OwnDevices(Protocol):
+    """A target's own devices, one per CUDA device (the simulated GPUs'): their memory, generators, current device."""
+
+    generators: tuple[torch.Generator, ...]
+
+    def memory(self, index: int) -> tuple[int, int, int, int, int, int]:
+        """Device ``index``'s live, peak, reserved and peak reserved bytes, allocations and frees."""
+
+    def reset_peaks(self, index: int) -> None: ...
+
+    def empty_cache(self, index: int) -> None: ...
+
+    def select(self, index: int) -> None:
+        """Make device ``index`` this thread's current one."""
 
 
 @dataclass(frozen=True)
@@ -50,9 +70,19 @@ class Target:
     """Device types that mean this target too (``"mps"`` on the simulated Mac, where libraries name it)."""
     native: bool = False
     """Whether torch was built for this device: its generators and events are torch's own (a Mac's MPS)."""
+    gpu: Gpu | None = None
+    """The card a simulated GPU is (:mod:`torchdevice.device.gpus`); None for other targets."""
+    own: OwnDevices | None = None
+    """Its own devices, where ``cuda:i`` is its device ``i`` (the simulated GPUs'); None: every CUDA index means
+    :attr:`device`."""
     kernels: Mapping[tuple[str, str], Kernel] = field(default_factory=dict)
     """The device's own Python kernels, by overload and dispatch key (:func:`~torchdevice.device.aten.kernel_below`:
     the simulated Mac's); none for a device torch was built for."""
+
+    @property
+    def indexed(self) -> bool:
+        """Whether ``cuda:i`` is its device ``i`` (:attr:`own`)."""
+        return self.own is not None
 
     @property
     def native_is_cpu(self) -> bool:
@@ -110,6 +140,8 @@ def resolve(requested: str | torch.device | None = None) -> str:
         raise ValueError(f"torchdevice: unknown target {name!r}{source}; expected one of {', '.join(TARGETS)}")
     if kind == SIMULATED_MPS:
         return "mps" if torch.backends.mps.is_available() else SIMULATED_MPS
+    if kind == SIMULATED_CUDA:
+        return SIMULATED_CUDA
     if kind == "mps" and not torch.backends.mps.is_available():
         raise RuntimeError(f"torchdevice: target 'mps' requested{source} but MPS is not available on this machine")
     if kind == "cuda" and not torch.cuda.is_available():

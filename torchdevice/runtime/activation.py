@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from torchdevice.callers import outside, patch_warning_places
-from torchdevice.device.target import SIMULATED_MPS, Target, for_name, resolve
+from torchdevice.device.target import SIMULATED, SIMULATED_CUDA, Target, for_name, resolve
 from torchdevice.patching import Patcher
 from torchdevice.records import HAND_WRITTEN
 from torchdevice.reporting.counts import configure_logging
@@ -36,6 +36,8 @@ from torchdevice.runtime.compilers import Compilers
 from torchdevice.runtime.device_maps import resolve_devices
 from torchdevice.runtime.emulation import Emulation, unsupported
 from torchdevice.runtime.installation import Installation
+from torchdevice.device import gpus
+from torchdevice.device.gpus import Gpu
 from torchdevice.version import __version__
 
 log = logging.getLogger("torchdevice")
@@ -58,24 +60,29 @@ _state: State | None = None
 
 
 def install(target: str | torch.device | None = None, *, prefer_mlx: bool = False, devices: int | None = None,
+            gpu: str | Gpu | None = None, gpu_memory: str | int | None = None,
             report: str | os.PathLike[str] | None = None) -> torch.device:
     """Activate the runtime; return the device ``"cuda"`` now means. Idempotent; a new target or option
     reinstalls. ``devices``: how many CUDA devices to emulate (see :func:`.device_maps.resolve_devices`);
-    ``report``: where the program's report goes (else ``$TORCHDEVICE_REPORT``, see
-    :mod:`torchdevice.reporting.program`)."""
+    ``gpu``, ``gpu_memory``: the card a simulated GPU is, or its memory (``cuda-sim``; see
+    :func:`torchdevice.device.gpus.choose`); ``report``: where the program's report goes (else
+    ``$TORCHDEVICE_REPORT``, see :mod:`torchdevice.reporting.program`)."""
     _start_report(report)
-    device = _install(target, prefer_mlx, devices)
+    device = _install(target, prefer_mlx, devices, gpu, gpu_memory)
     if report is not None:
         processes.join_report()  # installed already with the same options: the environment still needs it
     return device
 
 
-def _install(target: str | torch.device | None, prefer_mlx: bool, devices: int | None) -> torch.device:
+def _install(target: str | torch.device | None, prefer_mlx: bool, devices: int | None, gpu: str | Gpu | None,
+             gpu_memory: str | int | None) -> torch.device:
     global _state
     with _lock:
         name = resolve(target)
         options: dict[str, Any] = {"prefer_mlx": prefer_mlx or os.environ.get("TORCHDEVICE_PREFER_MLX") == "1",
                                    "devices": resolve_devices(devices), "target": name}
+        if name == SIMULATED_CUDA:
+            options["gpu"] = gpus.choose(gpu, gpu_memory)  # a bad card or size: said before anything is patched
         if _state is not None:
             if _state.options == options:
                 return _state.device
@@ -86,7 +93,9 @@ def _install(target: str | torch.device | None, prefer_mlx: bool, devices: int |
         try:
             if name != "cuda":
                 _activate(state, name)
-                processes.propagate(state.patcher, name, options["prefer_mlx"], devices)
+                card = options.get("gpu")
+                processes.propagate(state.patcher, name, options["prefer_mlx"], devices,
+                                    *((card.key, card.memory) if card is not None else ()))
         except BaseException:
             state.patcher.restore()
             _state = None
@@ -184,12 +193,12 @@ def _release(version: str) -> tuple[str, ...]:
     return tuple(version.split("+")[0].split(".")[:2])
 
 
-def _target(patcher: Patcher, name: str) -> Target:
-    """The target called ``name``; the simulated Mac is set up here, its one activation point."""
-    if name == SIMULATED_MPS:
+def _target(patcher: Patcher, name: str, options: dict[str, Any]) -> Target:
+    """The target called ``name``; the simulated devices are set up here, their one activation point."""
+    if name in SIMULATED:
         from torchdevice import simulated
 
-        return simulated.activate(patcher)
+        return simulated.activate(patcher, name, options["devices"], options.get("gpu"))
     return for_name(name)
 
 
@@ -197,7 +206,7 @@ def _activate(state: State, name: str) -> None:
     from torchdevice_generated import cuda_table, device_wrappers
 
     patcher = state.patcher
-    target = _target(patcher, name)
+    target = _target(patcher, name, state.options)
     inst = state.installation = Installation(target, state.options["devices"], state.options["prefer_mlx"])
     state.device = target.shown or inst.device  # as the program sees it: the simulated Mac's says mps:0
     patcher.defer(inst.counts.close)

@@ -40,6 +40,7 @@ def patch(patcher: Patcher, r: Installation, emulation: Emulation) -> None:
         if translated == location:
             return restore(storage, location)
         index = r.index(location)
+        translated = str(r.device_of(index)) if r.target.indexed else translated
         if index >= r.emulated:
             raise RuntimeError(f"Attempting to deserialize object on CUDA device {index} but torch.cuda.device_count() "
                                f"is {r.emulated}. Please use torch.load with map_location to map your storages to an "

@@ -8,7 +8,8 @@ sight of each distinct value computes and caches its translation. Values that ne
 map to an equal value (the first equal one seen, not always the identical object), so
 ``translated != original`` tells a redirect.
 
-``cuda:0`` to ``cuda:N-1`` all mean the target, for the N emulated devices (:func:`resolve_devices`);
+``cuda:0`` to ``cuda:N-1`` all mean the target, for the N emulated devices (:func:`resolve_devices`), or, on a
+target with devices of its own (the simulated GPUs), its device of that index;
 an index beyond them raises the error CUDA raises for it
 (:func:`torchdevice.device.placement.invalid_ordinal`).
 """
@@ -66,11 +67,14 @@ class DeviceMap(dict):
     ``Tensor.to``) maps to itself. A CUDA index of no emulated device raises.
     """
 
-    def __init__(self, target: torch.device, devices: int = 1, aliases: tuple[str, ...] = ()) -> None:
+    def __init__(self, target: torch.device, devices: int = 1, aliases: tuple[str, ...] = (),
+                 indexed: bool = False) -> None:
         super().__init__()
         self.target = target
         self.devices = devices
         self.aliases = aliases
+        self.indexed = indexed
+        """Whether ``cuda:i`` is the target's device ``i`` (and ``cuda`` its current device: the simulated GPUs)."""
 
     def __missing__(self, key: object) -> object:
         value = self.translate(key)
@@ -88,6 +92,8 @@ class DeviceMap(dict):
         index = key.index if isinstance(key, torch.device) else key
         if isinstance(index, int) and index >= self.devices:
             raise invalid_ordinal(index, self.devices)
+        if self.indexed:
+            return torch.device(self.target.type, index) if isinstance(index, int) else torch.device(self.target.type)
         return self.target
 
 

@@ -87,6 +87,11 @@ class Emulation:
         self.on_mps = installation.target.mps
         """Whether the target is Apple silicon (``torch.mps`` answers for its memory, generator and synchronisation;
         the simulated Mac's ``torch.mps`` is the simulation's)."""
+        self.gpu = installation.target.gpu
+        """The card a simulated GPU is (its name, capability, memory); None on other targets."""
+        self.own = installation.target.own
+        """The target's own devices, which count their memory and draw from their own generators (the simulated
+        GPUs'); None on other targets."""
         self.streams: dict[str, Stream] = {}
         self.memory_fraction = 1.0
         self._built: dict[tuple[str, str, str], Any] = {}
@@ -184,11 +189,15 @@ class Emulation:
     @word
     def set_device(self, device: Any) -> None:
         """Make ``device`` this thread's current device (a negative index: no change)."""
-        self.installation.selected.index = self.index(device)
+        self.installation.selected.index = index = self.index(device)
+        if self.own is not None:
+            self.own.select(index)
 
     @word
     def get_device_name(self, device: Any = None) -> str:
         self.property_index(device)
+        if self.gpu is not None:
+            return self.gpu.name
         if self.on_mps:
             return "Apple MPS (torchdevice)"
         return f"{platform.processor() or platform.machine()} CPU (torchdevice)"
@@ -197,15 +206,20 @@ class Emulation:
     def get_device_properties(self, device: Any = None) -> DeviceProperties:
         major, minor = self.get_device_capability(device)
         total = self.mem_get_info(device)[1]
-        return DeviceProperties(self.get_device_name(device), major, minor, total, os.cpu_count() or 1)
+        name = self.get_device_name(device)
+        if self.gpu is not None:
+            return DeviceProperties(name, major, minor, total, self.gpu.multiprocessors, is_integrated=False)
+        return DeviceProperties(name, major, minor, total, os.cpu_count() or 1)
 
     @word
     def get_device_capability(self, device: Any = None) -> tuple[int, int]:
         self.property_index(device)
-        return CAPABILITY
+        return self.gpu.capability if self.gpu is not None else CAPABILITY
 
     @word
     def is_bf16_supported(self, including_emulation: bool = True) -> bool:
+        if self.gpu is not None:  # as CUDA answers: natively from Ampere (8.0) on, else by emulation where asked
+            return self.gpu.capability >= (8, 0) or including_emulation
         return torch.backends.mps.is_macos_or_newer(14, 0) if self.on_mps else True
 
     @word
@@ -245,8 +259,14 @@ class Emulation:
 
     # -- memory ----------------------------------------------------------------------------------
 
+    def _own_memory(self, device: Any) -> tuple[int, ...]:
+        """The own device's counters of ``device``: live, peak, reserved, peak reserved bytes, allocations, frees."""
+        return self.own.memory(self.index(device))
+
     def _allocated(self, device: Any) -> int:
         """Bytes of device memory: on MPS what ``torch.mps`` counts and the hosted tensors' data."""
+        if self.own is not None:
+            return self._own_memory(device)[0]
         if self.on_mps:
             hosting = self.installation.hosting
             return torch.mps.current_allocated_memory() + (hosting.allocated if hosting is not None else 0)
@@ -254,10 +274,14 @@ class Emulation:
 
     def _peak(self, device: Any) -> int:
         """MPS keeps no peak: its current value stands in."""
+        if self.own is not None:
+            return self._own_memory(device)[1]
         return self._allocated(device) if self.on_mps else self.installation.ledger.peak[self.index(device)]
 
     def _reserved(self, device: Any) -> int:
         """Bytes the allocator holds; on the CPU, which caches nothing, what live device tensors hold."""
+        if self.own is not None:
+            return self._own_memory(device)[2]
         return torch.mps.driver_allocated_memory() if self.on_mps else self._allocated(device)
 
     @word
@@ -279,11 +303,15 @@ class Emulation:
 
     @word
     def max_memory_reserved(self, device: Any = None) -> int:
+        if self.own is not None:
+            return self._own_memory(device)[3]
         return self._reserved(device) if self.on_mps else self._peak(device)
 
     @word
     def reset_peak_memory_stats(self, device: Any = None) -> None:
-        if not self.on_mps:
+        if self.own is not None:
+            self.own.reset_peaks(self.index(device))
+        elif not self.on_mps:
             self.installation.ledger.reset_peak(self.index(device))
 
     @word
@@ -297,6 +325,10 @@ class Emulation:
         for key in current:
             stats[f"{key}.all.current"], stats[f"{key}.all.peak"] = current[key], peak[key]
         stats.update(num_alloc_retries=0, num_ooms=0)
+        if self.own is not None:
+            allocations, frees = self._own_memory(device)[4:]
+            stats.update({"allocation.all.allocated": allocations, "allocation.all.freed": frees,
+                          "allocation.all.current": allocations - frees})
         return dict(sorted(stats.items()))
 
     @word
@@ -320,6 +352,8 @@ class Emulation:
     def mem_get_info(self, device: Any = None) -> tuple[int, int]:
         """``(free, total)`` bytes: MPS's recommended working set less what its driver holds; system memory on
         CPU."""
+        if self.gpu is not None:
+            return self.gpu.memory - self._reserved(device), self.gpu.memory
         self.index(device)
         if self.on_mps:
             total = torch.mps.recommended_max_memory()
@@ -328,7 +362,10 @@ class Emulation:
 
     @word
     def empty_cache(self) -> None:
-        if self.on_mps:
+        if self.own is not None:
+            for index in range(self.installation.emulated):
+                self.own.empty_cache(index)
+        elif self.on_mps:
             torch.mps.empty_cache()
 
     @word
@@ -358,11 +395,15 @@ class Emulation:
     def generator(self, device: Any = None) -> torch.Generator:
         """The emulated CUDA generator of ``device``: on MPS the target's default generator; on the CPU one
         generator per emulated device, apart from the host's (see :class:`~.installation.Installation`)."""
+        if self.own is not None:
+            return self.own.generators[self.index(device)]
         if self.on_mps:
             return torch.mps._get_default_mps_generator()
         return self.installation.generators[self.index(device)]
 
     def _all_generators(self) -> tuple[torch.Generator, ...]:
+        if self.own is not None:
+            return self.own.generators[:self.installation.emulated]
         if self.on_mps:
             return (self.generator(),) * self.installation.emulated
         return self.installation.generators

@@ -40,8 +40,8 @@ class Installation:
         """The device ``"cuda"`` is translated to."""
         self.emulated = emulated
         self.prefer_mlx = prefer_mlx
-        self.devices = DeviceMap(device, emulated, target.aliases)
-        self.strict = StrictDeviceMap(device, emulated, target.aliases)
+        self.devices = DeviceMap(device, emulated, target.aliases, target.indexed)
+        self.strict = StrictDeviceMap(device, emulated, target.aliases, target.indexed)
         self.types = TypeMap(device, emulated, target.aliases)
         self.counts = RedirectCounts(f"cuda->{(target.shown or device).type}")
         self.ledger = Ledger(emulated)
@@ -70,6 +70,11 @@ class Installation:
         if translated != value:
             self.counts.count(slot)
         return translated
+
+    def device_of(self, index: int) -> torch.device:
+        """The device emulated CUDA device ``index`` is: the target's device of that index where it has one per
+        CUDA device (the simulated GPUs), else the target."""
+        return torch.device(self.device.type, index) if self.target.indexed else self.device
 
     def current(self) -> int:
         """This thread's current emulated device."""
@@ -137,11 +142,11 @@ class Installation:
 
 
 def _generators(target: Target, emulated: int) -> tuple[torch.Generator, ...]:
-    """One generator per emulated device on the CPU target (a Mac's device, real or simulated, has its own default
-    generator, which stands for CUDA's): CUDA's generators are not the host's, so seeding or drawing on "cuda"
+    """One generator per emulated device on the CPU target (a Mac's device, real or simulated, and the simulated GPUs
+    have their own default generators, which stand for CUDA's): CUDA's generators are not the host's, so seeding or drawing on "cuda"
     leaves the host's stream alone. Each starts from the host's initial seed, as ``torch.manual_seed`` seeds
     CUDA's too."""
-    if target.mps:
+    if target.mps or target.own is not None:
         return ()
     seed = torch.initial_seed()
     return tuple(torch.Generator().manual_seed(seed) for _ in range(emulated))

@@ -31,22 +31,25 @@ from urllib.parse import quote, unquote
 from _torchdevice_startup import VARIABLE
 from torchdevice.patching import Patcher
 
-KEYS = ("target", "devices", "prefer_mlx", "report")
+KEYS = ("target", "devices", "prefer_mlx", "gpu", "gpu_memory", "report")
 
 
-def propagate(patcher: Patcher, target: str, prefer_mlx: bool, devices: int | None) -> None:
+def propagate(patcher: Patcher, target: str, prefer_mlx: bool, devices: int | None, gpu: str | None = None,
+              gpu_memory: str | int | None = None) -> None:
     """Set ``TORCHDEVICE_INSTALL`` for processes started from now on (``target``: the target's name);
     ``patcher.restore()`` removes it."""
     if os.environ.get(VARIABLE) == "0":
         return
-    os.environ[VARIABLE] = encode(target, devices, prefer_mlx)
+    os.environ[VARIABLE] = encode(target, devices, prefer_mlx, gpu, gpu_memory)
     patcher.defer(_forget)
     join_report()
 
 
-def encode(target: str | None, devices: int | None = None, prefer_mlx: bool = False) -> str:
+def encode(target: str | None, devices: int | None = None, prefer_mlx: bool = False, gpu: str | None = None,
+           gpu_memory: str | int | None = None) -> str:
     """The value of ``TORCHDEVICE_INSTALL`` that installs with these options (``1``: the defaults)."""
-    items = {"target": target, "devices": devices, "prefer_mlx": 1 if prefer_mlx else None}
+    items = {"target": target, "devices": devices, "prefer_mlx": 1 if prefer_mlx else None, "gpu": gpu,
+             "gpu_memory": gpu_memory}
     return ",".join(f"{key}={value}" for key, value in items.items() if value is not None) or "1"
 
 
@@ -67,7 +70,7 @@ def _forget() -> None:
 
 
 def decode(value: str) -> dict[str, Any]:
-    """``"target=cpu,devices=2,prefer_mlx=1"`` -> ``install()``'s arguments (and ``report``: the report's
+    """``"target=cuda-sim,devices=2,gpu=T4"`` -> ``install()``'s arguments (and ``report``: the report's
     directory); ``"1"`` -> ``{}``."""
     if value.strip() == "1":
         return {}
@@ -76,7 +79,7 @@ def decode(value: str) -> dict[str, Any]:
         key, _, text = item.strip().partition("=")
         if key not in KEYS or not text:
             raise ValueError(f"expected 1 or key=value items with keys {', '.join(KEYS)}, not {item!r}")
-        if key == "target":
+        if key in ("target", "gpu", "gpu_memory"):
             arguments[key] = text
         elif key == "report":
             arguments[key] = unquote(text)

@@ -71,7 +71,6 @@ class Mover:
 
     def __init__(self, r: Installation) -> None:
         self.r = r
-        self.target = r.device
         self.mark = r.ledger.mark
         self.original_to = torch._C.TensorBase.to
 
@@ -79,18 +78,19 @@ class Mover:
         """``t.to(target, *args, **kwargs)`` as a move to emulated device ``index``: ``t`` itself (or its
         conversion) when it is there already, else a copy, marked; hosted in a dtype the target refuses."""
         there = mark_of(t) == index
+        target = self.r.device_of(index)
         try:
             if not (args or kwargs or there):  # x.to("cuda") of a host tensor: a copy, nothing to convert
-                return self.mark(self.original_to(t, self.target, copy=True), index)
-            out = self.original_to(t, self.target, *args, **kwargs)
+                return self.mark(self.original_to(t, target, copy=True), index)
+            out = self.original_to(t, target, *args, **kwargs)
         except TypeError as error:
             if self.r.hosting is None:
                 raise
-            return self.mark(self.r.hosting.moved(error, t, parse_to((self.target, *args), kwargs).dtype), index)
+            return self.mark(self.r.hosting.moved(error, t, parse_to((target, *args), kwargs).dtype), index)
         if there:
             return out if out is t else self.mark(out, index)
         if out is t:
-            out = self.original_to(t, self.target, t.dtype, copy=True)
+            out = self.original_to(t, target, t.dtype, copy=True)
         return self.mark(out, index)
 
     def to(self) -> Any:
@@ -143,7 +143,7 @@ class Mover:
             asked = parse_to(args, kwargs)
         except TypeError:
             raise error from None
-        if (asked.device or cpp_device(t)).type != self.target.type:
+        if (asked.device or cpp_device(t)).type != self.r.device.type:
             raise error
         return self.r.hosting.moved(error, t, asked.dtype)
 
@@ -240,7 +240,7 @@ class Mover:
                 return self
             if target.type == "cpu":
                 return mark(self.clone(), index)
-            moved = torch.empty(0, dtype=torch.uint8, device=self.device).set_(self).to(target)
+            moved = torch.empty(0, dtype=torch.uint8, device=self.device).set_(self).to(r.device_of(index))
             return mark(moved.untyped_storage(), index)
 
         return cuda

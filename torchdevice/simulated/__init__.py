@@ -1,32 +1,44 @@
-"""The simulated Mac (``--target mps-sim``): Apple silicon as torch 2.13 runs it, on any machine.
+"""The simulated devices: Apple silicon (``--target mps-sim``) and NVIDIA GPUs (``--target cuda-sim``) as torch 2.13
+runs them, on any machine.
 
-:func:`activate` is its one activation point: the runtime calls it for the ``mps-sim`` target and gets the
-:class:`~torchdevice.device.target.Target` everything else then asks. Its modules:
+:func:`activate` is their one activation point: the runtime calls it for a simulated target and gets the
+:class:`~torchdevice.device.target.Target` everything else then asks. One machinery serves every simulated device;
+what a device is, is its profile (:mod:`.profile`). Its modules:
 
-- :mod:`.device`: the device in torch, ``PyTorch's PrivateUse1`` backend named ``mps_sim``, holding host memory:
-  device tensors are real tensors of a backend torch knows;
-- :mod:`.kernels`: MPS's kernels simulated on it: computed on the host, refusing what MPS refuses (missing kernels,
-  float64, MPS's limits, host tensors mixed in), for the fallback engine to complete as it completes MPS on a Mac;
-- :mod:`.presentation`: what the program sees (``mps:0``, ``torch.backends.mps``, ``torch.mps``, checkpoints).
+- :mod:`.device`: the devices in torch, PyTorch's ``PrivateUse1`` backend named ``simulated``, holding host memory
+  (:mod:`.backend`, its compiled part): device tensors are real tensors of a backend torch knows;
+- :mod:`.kernels`: the device's kernels: computed on the host, refusing what the device refuses (MPS: missing
+  kernels, float64, MPS's limits; CUDA: the kernels it lacks), and tensors of two devices mixed, for the fallback
+  engine to complete as it completes MPS on a Mac;
+- :mod:`.presentation`: what the program sees (``mps:0``, ``cuda:1``, ``torch.backends.mps``, ``torch.mps``,
+  checkpoints);
+- :mod:`.profile`: what each device is (a GPU's card: :mod:`torchdevice.device.gpus`).
 
 The simulated macOS version is :func:`torchdevice.device.limits.macos` (``TORCHDEVICE_MACOS=15.1``; by default 14.0,
-the oldest macOS torch 2.13 supports, which refuses the most). What it cannot show: speed and memory use (the CPU
-computes everything).
+the oldest macOS torch 2.13 supports, which refuses the most). What they cannot show: speed (the CPU computes
+everything).
 """
 
 from __future__ import annotations
 
-from torchdevice.device.target import SIMULATED_MPS, Target
+from torchdevice.device.target import SIMULATED_CUDA, SIMULATED_MPS, Target
 from torchdevice.patching import Patcher
-from torchdevice.simulated import internals, presentation
-from torchdevice.simulated.kernels import SimulatedMPS
+from torchdevice.device import gpus
+from torchdevice.simulated import internals, presentation, profile
+from torchdevice.simulated.kernels import SimulatedKernels
 
 
-def activate(patcher: Patcher) -> Target:
-    """Simulate Apple silicon until ``patcher.restore()``; the target it is."""
-    internals.check(SIMULATED_MPS)
-    sim = SimulatedMPS.apple(SIMULATED_MPS)
+def activate(patcher: Patcher, name: str, devices: int = 1, gpu: gpus.Gpu | None = None) -> Target:
+    """Simulate target ``name`` (``mps-sim``; ``cuda-sim`` with ``devices`` GPUs of card ``gpu``, by default
+    :func:`.gpus.choose`'s) until ``patcher.restore()``; the target it is."""
+    internals.check(name)
+    if name == SIMULATED_MPS:
+        sim = SimulatedKernels.apple(SIMULATED_MPS)
+    elif name == SIMULATED_CUDA:
+        sim = SimulatedKernels.nvidia(profile.nvidia(devices, gpu or gpus.choose()))
+    else:
+        raise ValueError(f"torchdevice: no simulated target {name!r}")
     library = sim.register()
     patcher.defer(library._destroy)
-    presentation.activate(patcher, sim.macos)
+    presentation.activate(patcher, sim.profile, sim.macos)
     return sim.target()

@@ -6,8 +6,12 @@
 // - hooks (PrivateUse1HooksInterface): built and available, one generator per device, a pinned-memory allocator for
 //   the host (DDP's reducer pins its map of used parameters for a device that is not the CPU), the device of a pointer,
 //   storage resizing, device counting and the current device;
-// - memory: the host's, counted while it lives (`allocated`), made by `empty_strided` or wrapped around a host
-//   tensor's storage (`wrap`, no copy), and given to C++ code that allocates for the device itself (SetAllocator);
+// - a device guard (DeviceGuardImplInterface): the current device per thread, one stream per device, events that
+//   are complete when recorded (every kernel has finished when it returns);
+// - memory: the host's, per device, counted while it lives as the profile counts it (`configure_memory`: CUDA's
+//   caching allocator rounds every block to 512 bytes and holds a device's memory to its capacity, raising
+//   CUDA's out-of-memory error past it), made by `empty_strided` or wrapped around a host tensor's storage
+//   (`wrap`, no copy), and given to C++ code that allocates for the device itself (SetAllocator);
 // - `set_data`: `param.data = tensor` between the host and the device, as torch allows it between the host and
 //   MPS (its check knows torch's own backends, not PrivateUse1).
 #include <ATen/CPUGeneratorImpl.h>
@@ -17,11 +21,14 @@
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/library.h>
 
+#include <array>
 #include <atomic>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -33,34 +40,112 @@
 namespace {
 
 const c10::DeviceType kDevice = c10::DeviceType::PrivateUse1;
-std::atomic<int64_t> live_bytes{0};
+constexpr int kMaxDevices = 16;
 
-void count(int64_t n) { live_bytes += n; }
+// One device's memory as its allocator counts it: live and peak bytes, and those its cache reserves.
+struct Memory {
+  std::atomic<int64_t> live{0}, peak{0}, reserved{0}, peak_reserved{0}, allocations{0}, frees{0};
+  int64_t capacity = 0;  // bytes; 0: unbounded
+};
+
+std::array<Memory, kMaxDevices> memory;
+int64_t granularity = 1;           // blocks are rounded up to a multiple of it (CUDA's caching allocator: 512)
+int64_t segment = 1;               // the cache reserves memory by segments of this size (CUDA's: 2 MiB)
+std::string shown_type = "device";  // what the program calls the device ("cuda", "mps")
+std::mutex memory_mutex;
+
+int64_t rounded(int64_t nbytes) { return (nbytes + granularity - 1) / granularity * granularity; }
+
+void raise_peak(std::atomic<int64_t>& peak, int64_t value) {
+  int64_t seen = peak.load();
+  while (value > seen && !peak.compare_exchange_weak(seen, value)) {
+  }
+}
+
+std::string format_size(int64_t bytes) {
+  char text[64];
+  if (bytes <= 1024) {
+    std::snprintf(text, sizeof(text), "%lld bytes", static_cast<long long>(bytes));
+  } else if (bytes <= 1048576) {
+    std::snprintf(text, sizeof(text), "%.2f KiB", bytes / 1024.0);
+  } else if (bytes <= 1073741824) {
+    std::snprintf(text, sizeof(text), "%.2f MiB", bytes / 1048576.0);
+  } else {
+    std::snprintf(text, sizeof(text), "%.2f GiB", bytes / 1073741824.0);
+  }
+  return text;
+}
+
+// Count `nbytes` (already rounded) of new memory on `index`, refusing it past the device's capacity as CUDA's
+// caching allocator refuses it.
+void count_in(c10::DeviceIndex index, int64_t nbytes) {
+  auto& m = memory[index];
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  int64_t live = m.live.load();
+  if (m.capacity > 0 && live + nbytes > m.capacity) {
+    int64_t reserved = m.reserved.load();
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory. Tried to allocate ", format_size(nbytes), ". GPU ",
+                     static_cast<int>(index), " has a total capacity of ", format_size(m.capacity), " of which ",
+                     format_size(m.capacity - reserved), " is free. Including non-PyTorch memory, this process has ",
+                     format_size(reserved), " memory in use. Of the allocated memory ", format_size(live),
+                     " is allocated by PyTorch, and ", format_size(reserved - live),
+                     " is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting "
+                     "PYTORCH_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory "
+                     "Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)");
+  }
+  live = m.live += nbytes;
+  m.allocations++;
+  raise_peak(m.peak, live);
+  int64_t needed = (live + segment - 1) / segment * segment;
+  if (m.capacity > 0) {
+    needed = std::min(needed, m.capacity);
+  }
+  if (needed > m.reserved.load()) {
+    m.reserved = needed;
+    raise_peak(m.peak_reserved, needed);
+  }
+}
+
+void count_out(c10::DeviceIndex index, int64_t nbytes) {
+  memory[index].live -= nbytes;
+  memory[index].frees++;
+}
 
 struct Block {
   void* data;
-  size_t nbytes;
+  int64_t counted;
+  c10::DeviceIndex index;
 };
 
 void free_block(void* ctx) {
   auto* block = static_cast<Block*>(ctx);
-  count(-static_cast<int64_t>(block->nbytes));
+  count_out(block->index, block->counted);
   c10::free_cpu(block->data);
   delete block;
 }
 
-// Device memory: host memory, counted while it lives.
+c10::DeviceIndex current_device();
+
+// Device memory: host memory, counted while it lives; one allocator per device, and one for the current device.
 struct DeviceAllocator final : c10::Allocator {
+  c10::DeviceIndex index = -1;  // -1: the current device
   c10::DataPtr allocate(size_t nbytes) override {
+    auto device = index < 0 ? current_device() : index;
+    auto counted = rounded(static_cast<int64_t>(nbytes));
+    count_in(device, counted);
     void* data = nbytes ? c10::alloc_cpu(nbytes) : nullptr;
-    count(static_cast<int64_t>(nbytes));
-    return {data, new Block{data, nbytes}, &free_block, c10::Device(kDevice, 0)};
+    return {data, new Block{data, counted, device}, &free_block, c10::Device(kDevice, device)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return nullptr; }
   void copy_data(void* dest, const void* src, std::size_t count) const override { std::memcpy(dest, src, count); }
 };
 
 DeviceAllocator device_allocator;
+std::array<DeviceAllocator, kMaxDevices> allocators;
+
+DeviceAllocator* allocator_of(std::optional<c10::Device> device) {
+  return device && device->has_index() ? &allocators[device->index()] : &device_allocator;
+}
 
 // Pinned host memory: the host's, remembered as pinned while it lives.
 std::mutex pinned_mutex;
@@ -91,12 +176,13 @@ PinnedAllocator pinned_allocator;
 
 struct Hooks final : at::PrivateUse1HooksInterface {
   std::vector<at::Generator> generators;
+  c10::DeviceIndex devices = 1;
   thread_local static c10::DeviceIndex current;
 
   bool isBuilt() const override { return true; }
   bool isAvailable() const override { return true; }
   bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
-  c10::DeviceIndex deviceCount() const override { return static_cast<c10::DeviceIndex>(generators.size()); }
+  c10::DeviceIndex deviceCount() const override { return devices; }
   void setCurrentDevice(c10::DeviceIndex device) const override { current = device; }
   c10::DeviceIndex getCurrentDevice() const override { return current; }
   c10::DeviceIndex exchangeDevice(c10::DeviceIndex device) const override {
@@ -113,7 +199,7 @@ struct Hooks final : at::PrivateUse1HooksInterface {
   at::Device getDeviceFromPtr(void*) const override { return {kDevice, current}; }
   const at::Generator& getDefaultGenerator(c10::DeviceIndex device) const override {
     auto index = device < 0 ? current : device;
-    TORCH_CHECK(index < static_cast<c10::DeviceIndex>(generators.size()), "Invalid device index ", index);
+    TORCH_CHECK(index < devices, "Invalid device index ", index);
     return generators[index];
   }
   at::Generator getNewGenerator(c10::DeviceIndex) const override {
@@ -121,7 +207,7 @@ struct Hooks final : at::PrivateUse1HooksInterface {
   }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     TORCH_CHECK(storage.resizable(), "Trying to resize storage that is not resizable");
-    auto grown = device_allocator.allocate(newsize);
+    auto grown = allocators[storage.device().index()].allocate(newsize);
     auto kept = std::min(storage.nbytes(), newsize);
     if (kept > 0) {
       std::memcpy(grown.get(), storage.data(), kept);
@@ -134,16 +220,51 @@ struct Hooks final : at::PrivateUse1HooksInterface {
 thread_local c10::DeviceIndex Hooks::current = 0;
 Hooks* hooks = nullptr;
 
-// Register the hooks and the allocator (once per process); the device's default generators are the Python ones.
+c10::DeviceIndex current_device() { return hooks ? hooks->getCurrentDevice() : 0; }
+
+// The device guard: the current device is the hooks' (per thread); one stream per device, as MPS has, and events
+// complete when recorded, every kernel having finished when it returns.
+struct Guard final : c10::impl::DeviceGuardImplInterface {
+  c10::DeviceType type() const override { return kDevice; }
+  c10::Device exchangeDevice(c10::Device device) const override {
+    return {kDevice, hooks->exchangeDevice(device.index())};
+  }
+  c10::Device getDevice() const override { return {kDevice, hooks->getCurrentDevice()}; }
+  void setDevice(c10::Device device) const override { hooks->setCurrentDevice(device.index()); }
+  void uncheckedSetDevice(c10::Device device) const noexcept override { hooks->setCurrentDevice(device.index()); }
+  c10::Stream getStream(c10::Device device) const override { return c10::Stream(c10::Stream::DEFAULT, device); }
+  c10::Stream getDefaultStream(c10::Device device) const override { return getStream(device); }
+  c10::Stream getNewStream(c10::Device device, int) const override { return getStream(device); }
+  c10::Stream getStreamFromGlobalPool(c10::Device device, bool) const override { return getStream(device); }
+  c10::Stream exchangeStream(c10::Stream stream) const override { return stream; }
+  c10::DeviceIndex deviceCount() const noexcept override { return hooks->deviceCount(); }
+  void destroyEvent(void*, const c10::DeviceIndex) const noexcept override {}
+  void record(void**, const c10::Stream&, const c10::DeviceIndex, const c10::EventFlag) const override {}
+  void block(void*, const c10::Stream&) const override {}
+  bool queryEvent(void*) const override { return true; }
+  bool queryStream(const c10::Stream&) const override { return true; }
+  void synchronizeStream(const c10::Stream&) const override {}
+  void synchronizeEvent(void*) const override {}
+  void synchronizeDevice(const c10::DeviceIndex) const override {}
+  void recordDataPtrOnStream(const c10::DataPtr&, const c10::Stream&) const override {}
+};
+
+// Register the hooks, the device guard and the allocator (once per process) for as many devices as `generators`
+// (the devices' default generators, the Python ones).
 void register_backend(const c10::List<std::optional<at::Generator>>& generators) {
   TORCH_CHECK(hooks == nullptr, "torchdevice: the simulated backend is registered already");
+  TORCH_CHECK(generators.size() <= kMaxDevices, "torchdevice: at most ", kMaxDevices, " simulated devices");
   hooks = new Hooks();
   for (size_t i = 0; i < generators.size(); i++) {
     std::optional<at::Generator> generator = generators.get(i);
     TORCH_CHECK(generator.has_value(), "torchdevice: a device without a generator");
     hooks->generators.push_back(*generator);
   }
+  for (int i = 0; i < kMaxDevices; i++) {
+    allocators[i].index = static_cast<c10::DeviceIndex>(i);
+  }
   at::RegisterPrivateUse1HooksInterface(hooks);
+  static c10::impl::DeviceGuardImplRegistrar guard(kDevice, new Guard());
   c10::SetAllocator(kDevice, &device_allocator);
 }
 
@@ -156,28 +277,31 @@ at::Tensor make(c10::Storage storage, const at::Tensor& like) {
 
 struct Held {
   c10::Storage host;
-  int64_t nbytes;
+  int64_t counted;
+  c10::DeviceIndex index;
 };
 
 void release_held(void* ctx) {
   auto* held = static_cast<Held*>(ctx);
-  count(-held->nbytes);
+  count_out(held->index, held->counted);
   delete held;
 }
 
-// Device memory that is host storage `host`'s (counted, and keeping it alive).
-c10::DataPtr held(const c10::Storage& host) {
-  auto nbytes = static_cast<int64_t>(host.nbytes());
-  auto* kept = new Held{host, nbytes};
-  count(nbytes);
-  return {const_cast<void*>(host.data()), kept, &release_held,
-          c10::Device(kDevice, hooks ? hooks->getCurrentDevice() : 0)};
+// Device memory of device `index` that is host storage `host`'s (counted, and keeping it alive).
+c10::DataPtr held(const c10::Storage& host, c10::DeviceIndex index) {
+  auto counted = rounded(static_cast<int64_t>(host.nbytes()));
+  count_in(index, counted);
+  auto* kept = new Held{host, counted, index};
+  return {const_cast<void*>(host.data()), kept, &release_held, c10::Device(kDevice, index)};
 }
 
-// A device tensor over host tensor `host`'s memory (its sizes, strides, offset and dtype), which keeps it alive.
-at::Tensor wrap(const at::Tensor& host) {
+// A device tensor of device `index` (-1: the current one) over host tensor `host`'s memory (its sizes, strides,
+// offset and dtype), which keeps it alive.
+at::Tensor wrap(const at::Tensor& host, int64_t index) {
   const auto& storage = host.storage();
-  return make(c10::Storage(c10::Storage::use_byte_size_t(), storage.nbytes(), held(storage), &device_allocator, true),
+  auto device = static_cast<c10::DeviceIndex>(index < 0 ? current_device() : index);
+  return make(c10::Storage(c10::Storage::use_byte_size_t(), storage.nbytes(), held(storage, device),
+                           &allocators[device], true),
               host);
 }
 
@@ -201,7 +325,6 @@ struct HostView final : c10::TensorImpl {
 struct Refusals {
   bool wide = false;
   std::string wide_message;
-  std::string placement_message;
 };
 
 Refusals refusals;
@@ -223,7 +346,8 @@ struct Call {
   std::unordered_map<c10::TensorImpl*, at::Tensor> owners;        // host view -> the device tensor
   std::unordered_map<c10::StorageImpl*, c10::Storage> host_of;    // device storage -> its host storage
   std::unordered_map<c10::StorageImpl*, c10::Storage> device_of;  // host storage -> the device storage
-  bool device = false, host_array = false, wide = false;
+  bool host_array = false, wide = false;
+  c10::DeviceIndex index = -1, other = -1;  // the first device tensor's device, and another device's among them
 
   c10::Storage host_storage(const c10::Storage& storage) {
     auto found = host_of.find(storage.unsafeGetStorageImpl());
@@ -250,7 +374,12 @@ struct Call {
       host_array = host_array || t.dim() > 0;
       return t;
     }
-    device = true;
+    auto at = t.device().index();
+    if (index < 0) {
+      index = at;
+    } else if (at != index && other < 0) {
+      other = at;
+    }
     auto found = views.find(impl);
     if (found != views.end()) {
       return found->second;
@@ -283,7 +412,7 @@ struct Call {
       return device_view(storage->second, h);
     }
     at::Tensor resolved = h.is_conj() ? h.resolve_conj() : h;
-    return wrap(resolved.is_neg() ? resolved.resolve_neg() : resolved);
+    return wrap(resolved.is_neg() ? resolved.resolve_neg() : resolved, index);
   }
 
   // What the kernel did to the host storages and views, done to the device's.
@@ -291,7 +420,8 @@ struct Call {
     for (auto& [host_impl, storage] : device_of) {
       if (host_impl->data() != storage.data() || host_impl->nbytes() != storage.nbytes()) {  // grown by the kernel
         auto* impl = storage.unsafeGetStorageImpl();
-        impl->set_data_ptr_noswap(held(c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(host_impl))));
+        impl->set_data_ptr_noswap(held(c10::Storage(c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(host_impl)),
+                                       storage.device().index()));
         impl->set_nbytes(host_impl->nbytes());
       }
     }
@@ -335,7 +465,7 @@ bool is_a(const c10::TypePtr& type, c10::TypeKind kind) {
          (type->kind() == c10::TypeKind::OptionalType && type->castRaw<c10::OptionalType>()->getElementType()->kind() == kind);
 }
 
-// Placed: whether a host tensor that is not a scalar is refused among device tensors; Checked: whether the call is
+// Placed: whether a host tensor that is not a scalar, or tensors of two devices, are refused; Checked: whether the call is
 // refused at all (copies are not: the device holds what it holds).
 template <bool Placed, bool Checked = true>
 void kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
@@ -343,12 +473,13 @@ void kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stac
   auto first = stack->size() - arguments.size();
   Call call;
   auto to_host = [&call](const at::Tensor& t) { return call.to_host(t); };
+  int64_t generator = -1;
   for (size_t i = 0; i < arguments.size(); i++) {
     c10::IValue& value = (*stack)[first + i];
     const auto& type = arguments[i].real_type();
     if (value.isNone()) {
       if (is_a(type, c10::TypeKind::GeneratorType)) {
-        value = hooks->getDefaultGenerator(-1);  // the device's own, as its kernels draw from
+        generator = static_cast<int64_t>(i);
       }
       continue;
     }
@@ -357,8 +488,15 @@ void kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stac
     }
     value = mapped(value, to_host);
   }
+  if (generator >= 0) {  // the device's own, as its kernels draw from
+    (*stack)[first + generator] = hooks->getDefaultGenerator(call.index);
+  }
   TORCH_CHECK_TYPE(!(Checked && call.wide), refusals.wide_message);
-  TORCH_CHECK(!(Placed && call.device && call.host_array), refusals.placement_message);
+  if (Placed && call.index >= 0 && (call.host_array || call.other >= 0)) {
+    TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", shown_type,
+                ":", static_cast<int>(call.index), " and ",
+                call.other >= 0 ? shown_type + ":" + std::to_string(call.other) : std::string("cpu"), "!");
+  }
   op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
   call.sync();
   auto results = op.schema().returns().size();
@@ -381,16 +519,17 @@ c10::ScalarType new_dtype(std::optional<c10::ScalarType> dtype) {
 
 // New device memory, as the device allocates it (refusing the dtypes it has none of).
 at::Tensor device_empty(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype, std::optional<c10::Layout>,
-                        std::optional<c10::Device>, std::optional<bool>, std::optional<c10::MemoryFormat> format) {
+                        std::optional<c10::Device> device, std::optional<bool>,
+                        std::optional<c10::MemoryFormat> format) {
   auto layout = format.value_or(c10::MemoryFormat::Contiguous);
-  return at::detail::empty_generic(size, &device_allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
+  return at::detail::empty_generic(size, allocator_of(device), c10::DispatchKeySet(c10::DispatchKey::PrivateUse1),
                                    new_dtype(dtype),
                                    layout == c10::MemoryFormat::Preserve ? c10::MemoryFormat::Contiguous : layout);
 }
 
 at::Tensor device_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, std::optional<c10::ScalarType> dtype,
-                                std::optional<c10::Layout>, std::optional<c10::Device>, std::optional<bool>) {
-  return at::detail::empty_strided_generic(size, stride, &device_allocator,
+                                std::optional<c10::Layout>, std::optional<c10::Device> device, std::optional<bool>) {
+  return at::detail::empty_strided_generic(size, stride, allocator_of(device),
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), new_dtype(dtype));
 }
 
@@ -398,9 +537,9 @@ at::Tensor device_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, 
 // device tensors), the CPU's for `views`, copies and allocation, with the device's refusals; until
 // `release_kernels`.
 void use_kernels(c10::List<std::string> ops, c10::List<std::string> host_arguments, c10::List<std::string> views,
-                 bool wide, std::string wide_message, std::string placement_message) {
+                 bool wide, std::string wide_message) {
   TORCH_CHECK(hooks != nullptr, "torchdevice: register the simulated backend first");
-  refusals = Refusals{wide, std::move(wide_message), std::move(placement_message)};
+  refusals = Refusals{wide, std::move(wide_message)};
   kernels = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
                                              __LINE__);
   for (const std::string& name : ops) {
@@ -419,16 +558,46 @@ void use_kernels(c10::List<std::string> ops, c10::List<std::string> host_argumen
 
 void release_kernels() { kernels.reset(); }
 
-// New device memory for a tensor of `size` and `stride`.
-at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, c10::ScalarType dtype) {
-  return at::detail::empty_strided_generic(size, stride, &device_allocator,
+// New device memory of device `index` (-1: the current one) for a tensor of `size` and `stride`.
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, c10::ScalarType dtype, int64_t index) {
+  return at::detail::empty_strided_generic(size, stride, index < 0 ? &device_allocator : &allocators[index],
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype);
 }
 
-// New contiguous device memory for a tensor of `size`.
-at::Tensor empty(c10::IntArrayRef size, c10::ScalarType dtype) {
-  return at::detail::empty_generic(size, &device_allocator, c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype,
-                                   std::nullopt);
+// What the devices are: how many, what the program calls them, how their memory is counted (blocks rounded up to
+// `granularity` bytes, reserved by `segment`s) and each one's capacity in bytes (0: unbounded).
+void configure(int64_t devices, std::string shown, int64_t block, int64_t reserve, c10::List<int64_t> capacities) {
+  TORCH_CHECK(hooks != nullptr, "torchdevice: register the simulated backend first");
+  TORCH_CHECK(devices >= 1 && devices <= static_cast<int64_t>(hooks->generators.size()), "torchdevice: ", devices,
+              " simulated devices; at most ", hooks->generators.size());
+  hooks->devices = static_cast<c10::DeviceIndex>(devices);
+  shown_type = std::move(shown);
+  granularity = std::max<int64_t>(block, 1);
+  segment = std::max<int64_t>(reserve, 1);
+  for (size_t i = 0; i < kMaxDevices; i++) {
+    memory[i].capacity = i < capacities.size() ? capacities.get(i) : 0;
+  }
+}
+
+// Device `index`'s counters: live, peak, reserved, peak reserved bytes, allocations, frees.
+std::vector<int64_t> memory_stats(int64_t index) {
+  const auto& m = memory.at(index);
+  return {m.live.load(), m.peak.load(), m.reserved.load(), m.peak_reserved.load(), m.allocations.load(),
+          m.frees.load()};
+}
+
+// Peaks start again from what is live and reserved now (`torch.cuda.reset_peak_memory_stats`).
+void reset_peaks(int64_t index) {
+  auto& m = memory.at(index);
+  m.peak = m.live.load();
+  m.peak_reserved = m.reserved.load();
+}
+
+// The cache gives back what no block uses (`torch.cuda.empty_cache`): the segments of the live bytes stay reserved.
+void empty_cache(int64_t index) {
+  auto& m = memory.at(index);
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  m.reserved = (m.live.load() + segment - 1) / segment * segment;
 }
 
 // `self.data = data` without torch's check that the two are of one backend: what VariableHooks::set_data does.
@@ -444,19 +613,17 @@ void set_data(const at::Tensor& self, const at::Tensor& data) {
   self.unsafeGetTensorImpl()->shallow_copy_from(data.getIntrusivePtr());
 }
 
-int64_t allocated() { return live_bytes.load(); }
-
 }  // namespace
 
 TORCH_LIBRARY(torchdevice_sim, m) {
   m.def("register_backend(Generator?[] generators) -> ()", &register_backend);
-  m.def("wrap(Tensor host) -> Tensor", &wrap);
-  m.def("empty_strided(int[] size, int[] stride, ScalarType dtype) -> Tensor", &empty_strided);
-  m.def("empty(int[] size, ScalarType dtype) -> Tensor", &empty);
+  m.def("configure(int devices, str shown, int block, int reserve, int[] capacities) -> ()", &configure);
+  m.def("wrap(Tensor host, int index=-1) -> Tensor", &wrap);
+  m.def("empty_strided(int[] size, int[] stride, ScalarType dtype, int index=-1) -> Tensor", &empty_strided);
   m.def("set_data(Tensor(a!) self, Tensor data) -> ()", &set_data);
-  m.def("allocated() -> int", &allocated);
-  m.def("use_kernels(str[] ops, str[] host_arguments, str[] views, bool wide, str wide_message, "
-        "str placement_message) -> ()",
-        &use_kernels);
+  m.def("memory_stats(int index) -> int[]", &memory_stats);
+  m.def("reset_peaks(int index) -> ()", &reset_peaks);
+  m.def("empty_cache(int index) -> ()", &empty_cache);
+  m.def("use_kernels(str[] ops, str[] host_arguments, str[] views, bool wide, str wide_message) -> ()", &use_kernels);
   m.def("release_kernels() -> ()", &release_kernels);
 }

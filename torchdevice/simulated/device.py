@@ -1,4 +1,4 @@
-"""The simulated Mac's device in torch: PyTorch's ``PrivateUse1`` backend, named ``mps_sim``, holding host memory.
+"""The simulated devices in torch: PyTorch's ``PrivateUse1`` backend, named ``simulated``, holding host memory.
 
 Device tensors are real tensors of a backend torch knows (a ``TensorImpl`` of the ``PrivateUse1`` dispatch key,
 its autograd and autocast keys): ``type(x) is torch.Tensor``, ``nn.Parameter`` stays itself, the autograd engine,
@@ -8,15 +8,17 @@ new device memory comes from :func:`allocate`, a host result becomes a device te
 on a host tensor over a device tensor's memory (:func:`host_alias`). Both are the compiled backend's (:mod:`.backend`:
 its hooks, allocator and counted memory), or, where it cannot be built, the Python backend's (a DLPack capsule retagged
 as the device's, the host's allocator given through ctypes: :mod:`.internals`). What the program sees of them
-(``x.device`` is ``mps:0``) is :mod:`.presentation`'s.
+(``x.device`` is ``mps:0``, ``cuda:1``) is :mod:`.presentation`'s; what the device is, the active profile's
+(:mod:`.profile`).
 
 Why ``PrivateUse1`` and not torch's ``MPS`` dispatch key: torch's autograd engine asks the machine's accelerator for
 the streams of a device's gradients, and a build without MPS cannot be told MPS is its accelerator; a Python backend
 registered as ``PrivateUse1`` (hooks, device guard, device module: torch's own extension points) can.
 
-:func:`register` makes the backend once per process (torch cannot unregister one); it then costs nothing while the
-simulated Mac is not installed. The device's default random generator (:data:`GENERATOR`) and the bytes of its live
-allocations (:func:`allocated`) are the simulated hardware's, per process, as a Mac's are.
+:func:`register` makes the backend once per process (torch cannot unregister one), and :func:`configure` gives it a
+profile's devices at each installation; it then costs nothing while no simulated device is installed. The devices'
+default random generators (:data:`GENERATORS`) and the bytes of their live allocations (:func:`memory`) are the
+simulated hardware's, per process, as a GPU's are.
 """
 
 from __future__ import annotations
@@ -32,21 +34,25 @@ from typing import Any
 import torch
 
 from torchdevice.simulated import backend, internals
+from torchdevice.simulated.profile import Profile, active
 
-NAME = "mps_sim"
-"""The backend's name (a device prints as ``mps_sim:0`` where torch's C++ names it: its error messages)."""
+NAME = "simulated"
+"""The backend's name, whatever the profile (a device prints as ``simulated:0`` where torch's C++ names it)."""
+MAX_DEVICES = 16
+"""The most devices a profile may have (the compiled backend's)."""
 _CAPSULE = ctypes.pythonapi.PyCapsule_GetPointer
 _CAPSULE.restype, _CAPSULE.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
 CPU = torch.device("cpu")
 _LIBC10 = {"darwin": "libc10.dylib", "win32": "c10.dll"}.get(sys.platform, "libc10.so")
-GENERATOR = torch.Generator()
-"""The device's default generator: what its random ops draw from when given none (a Mac's MPS generator)."""
+GENERATORS = tuple(torch.Generator() for _ in range(MAX_DEVICES))
+"""Each device's default generator: what its random ops draw from when given none (a Mac's MPS generator)."""
+GENERATOR = GENERATORS[0]
 
 _lock = threading.Lock()
 _live: list[int] = [0]
 """Bytes of the device's live allocations."""
 _memory: list[Any] = []
-"""The compiled backend's memory ops (wrap, empty, empty_strided, allocated), once it is registered."""
+"""The compiled backend's memory ops (wrap, empty_strided, memory_stats), once it is registered."""
 _ops = torch.ops.torchdevice_sim
 _powered: list[int] = [0]
 """How many registrations of the device's kernels are alive: the device is available while one is."""
@@ -78,20 +84,43 @@ def register() -> torch.device:
         if name == NAME:
             return torch.device(NAME, 0)
         if name != "privateuseone":
-            raise RuntimeError(f"torchdevice: the simulated Mac needs PyTorch's PrivateUse1 backend, which this "
+            raise RuntimeError(f"torchdevice: the simulated devices need PyTorch's PrivateUse1 backend, which this "
                                f"program gave to {name!r}")
         if backend.load():
-            _ops.register_backend([GENERATOR])
-            _memory[:] = [_ops.wrap.default, _ops.empty.default, _ops.empty_strided.default, _ops.allocated.default]
+            _ops.register_backend(list(GENERATORS))
+            _memory[:] = [_ops.wrap.default, _ops.empty_strided.default, _ops.memory_stats.default]
         else:
             if not torch._C._acc.register_python_privateuseone_hook(_Hooks()):
-                raise RuntimeError("torchdevice: the simulated Mac needs PyTorch's PrivateUse1 backend, whose hooks "
+                raise RuntimeError("torchdevice: the simulated devices need PyTorch's PrivateUse1 backend, whose hooks "
                                    "another library registered")
             _give_an_allocator()
-        torch._C._acc.register_python_privateuseone_device_guard(_Guard())
+            torch._C._acc.register_python_privateuseone_device_guard(_Guard())
         torch.utils.rename_privateuse1_backend(NAME)
         torch._register_device_module(NAME, _device_module())
         return torch.device(NAME, 0)
+
+
+def configure(profile: Profile) -> None:
+    """Give the registered backend ``profile``'s devices: their number, name and memory (the compiled backend's;
+    the Python one has a single device, counted byte for byte, unbounded)."""
+    if _memory:
+        _ops.configure(profile.devices, profile.type, profile.block, profile.segment,
+                       [profile.capacity] * profile.devices)
+        select(0)
+    elif profile.devices > 1 or profile.capacity:
+        raise RuntimeError(f"torchdevice: {profile.target} with {profile.devices} devices or bounded memory needs the "
+                           f"simulated devices' compiled backend, which is not used here: {backend.why_not()}")
+
+
+def current() -> int:
+    """This thread's current device (``torch.cuda.current_device()``; the compiled backend's guard keeps it)."""
+    return torch._C._accelerator_hooks_get_current_device() if _memory else 0
+
+
+def select(index: int) -> None:
+    """Make device ``index`` this thread's current one (``torch.cuda.set_device``)."""
+    if _memory:
+        torch._C._accelerator_hooks_set_current_device(index)
 
 
 def compiled() -> bool:
@@ -116,10 +145,11 @@ def _give_an_allocator() -> None:
     set_allocator(torch._C._autograd.DeviceType.PrivateUse1.value, get(), 0)
 
 
-def device_tensor(host: torch.Tensor) -> torch.Tensor:
-    """A device tensor over ``host``'s memory (same sizes, strides and dtype), which keeps ``host`` alive."""
+def device_tensor(host: torch.Tensor, index: int = -1) -> torch.Tensor:
+    """A device tensor of device ``index`` (-1: the current one) over ``host``'s memory (same sizes, strides and
+    dtype), which keeps ``host`` alive."""
     if _memory:
-        return _memory[0](host)
+        return _memory[0](host, index)
     capsule = torch.utils.dlpack.to_dlpack(host.detach())
     ctypes.c_int32.from_address(_CAPSULE(capsule, b"dltensor") + internals.DLPACK_DEVICE_TYPE_OFFSET).value = \
         internals.DLPACK_EXT_DEV
@@ -140,10 +170,13 @@ def host_bytes(storage: torch.UntypedStorage) -> torch.Tensor:
 
 
 def allocate(size: tuple[int, ...] | list[int], stride: tuple[int, ...] | list[int] | None,
-             dtype: torch.dtype) -> torch.Tensor:
-    """New device memory for a tensor of ``size`` and ``stride`` (contiguous when None): counted while it lives."""
+             dtype: torch.dtype, index: int = -1) -> torch.Tensor:
+    """New memory of device ``index`` (-1: the current one) for a tensor of ``size`` and ``stride`` (contiguous when
+    None): counted while it lives."""
     if _memory:
-        return _memory[1](size, dtype) if stride is None else _memory[2](size, stride, dtype)
+        if stride is None:
+            stride = torch._prims_common.make_contiguous_strides_for(size)
+        return _memory[1](size, stride, dtype, index)
     host = torch.empty(size, dtype=dtype) if stride is None else torch.empty_strided(size, stride, dtype=dtype)
     made = device_tensor(host)
     storage = made.untyped_storage()  # one Python object while the memory lives (torch preserves it)
@@ -165,25 +198,61 @@ def power(on: bool) -> None:
         _powered[0] += 1 if on else -1
 
 
+def memory(index: int = 0) -> tuple[int, int, int, int, int, int]:
+    """Device ``index``'s memory as its allocator counts it (:mod:`.profile`): live, peak, reserved and peak reserved
+    bytes, allocations and frees; on the Python backend the live bytes of what :func:`allocate` made."""
+    return tuple(_memory[2](index)) if _memory else (_live[0], 0, 0, 0, 0, 0)  # type: ignore[return-value]
+
+
 def allocated() -> int:
-    """Bytes of the device's live memory (``torch.mps.current_allocated_memory()`` on a Mac): on the compiled backend
-    every device storage, on the Python one those allocated by :func:`allocate`."""
-    return _memory[3]() if _memory else _live[0]
+    """Bytes of the first device's live memory (``torch.mps.current_allocated_memory()`` on a Mac)."""
+    return memory(0)[0]
 
 
 def _device_module() -> types.ModuleType:
     """``torch.mps_sim``: what torch's own code asks of a backend's device module."""
-    module = types.ModuleType(f"torch.{NAME}", "The simulated Mac's device module (torchdevice).")
+    module = types.ModuleType(f"torch.{NAME}", "The simulated devices' module (torchdevice).")
     module.is_available = lambda: _powered[0] > 0  # type: ignore[attr-defined]
     module.is_initialized = lambda: True  # type: ignore[attr-defined]
     module._is_in_bad_fork = lambda: False  # type: ignore[attr-defined]
     module._lazy_init = lambda: None  # type: ignore[attr-defined]
-    module.device_count = lambda: 1  # type: ignore[attr-defined]
-    module.current_device = lambda: 0  # type: ignore[attr-defined]
+    module.device_count = lambda: active().devices  # type: ignore[attr-defined]
+    module.current_device = current  # type: ignore[attr-defined]
     module.synchronize = lambda device=None: None  # type: ignore[attr-defined]
     module.get_amp_supported_dtype = lambda: [torch.float16, torch.bfloat16]  # type: ignore[attr-defined]
-    module.get_rng_state = lambda device=None: GENERATOR.get_state()  # type: ignore[attr-defined]
-    module.set_rng_state = lambda state, device=None: GENERATOR.set_state(state)  # type: ignore[attr-defined]
-    module.manual_seed = lambda seed: GENERATOR.manual_seed(int(seed))  # type: ignore[attr-defined]
-    module.manual_seed_all = module.manual_seed  # type: ignore[attr-defined]
+    module.get_rng_state = lambda device=None: _generator(device).get_state()  # type: ignore[attr-defined]
+    module.set_rng_state = lambda state, device=None: _generator(device).set_state(state)  # type: ignore[attr-defined]
+    module.manual_seed = lambda seed: _generator(None).manual_seed(int(seed))  # type: ignore[attr-defined]
+    module.manual_seed_all = lambda seed: [g.manual_seed(int(seed)) for g in GENERATORS]  # type: ignore[attr-defined]
     return module
+
+
+class _Own:
+    """The devices as a target's own (:class:`torchdevice.device.target.OwnDevices`)."""
+
+    generators = GENERATORS
+
+    @staticmethod
+    def memory(index: int) -> tuple[int, int, int, int, int, int]:
+        return memory(index)
+
+    @staticmethod
+    def reset_peaks(index: int) -> None:
+        _ops.reset_peaks(index)
+
+    @staticmethod
+    def empty_cache(index: int) -> None:
+        _ops.empty_cache(index)
+
+    @staticmethod
+    def select(index: int) -> None:
+        select(index)
+
+
+OWN = _Own()
+
+
+def _generator(device: Any) -> torch.Generator:
+    """The default generator of ``device`` (an index, a device; None: the current one)."""
+    index = device.index if isinstance(device, torch.device) else device
+    return GENERATORS[current() if index is None or index < 0 else index]

@@ -16,7 +16,7 @@ rather than an op's: allocation, copies, resizing and the views that torch's own
 The fallback engine registers its kernels on the same key for the overloads it completes, as it does on a Mac
 under ``MPS``: it cannot tell the two apart.
 
-:class:`SimulatedMPS` says what the device refuses: Apple silicon's table with :meth:`SimulatedMPS.apple` (the
+:class:`SimulatedKernels` says what the device refuses: Apple silicon's table with :meth:`SimulatedKernels.apple` (the
 ``mps-sim`` target), or chosen ops (tests and benchmarks); ``attempts`` counts the calls each chosen op got and
 ``raised`` keeps what the kernels raised.
 """
@@ -49,8 +49,9 @@ from torchdevice.device.limits import WIDE
 from torchdevice.device.placement import HOST_ARGUMENTS, HOST_RESULTS, placement_error
 from torchdevice.device.target import Target
 from torchdevice.simulated import device as simulated_device
-from torchdevice.simulated.device import CPU, GENERATOR, allocate, device_tensor, host_alias, host_bytes
-from torchdevice.simulated.presentation import SHOWN
+from torchdevice.simulated import profile as profile_module
+from torchdevice.simulated.device import CPU, GENERATORS, allocate, current, device_tensor, host_alias, host_bytes
+from torchdevice.simulated.profile import MAC, Profile, active
 
 _GENERIC = {limit.name: limit.row for limit in limits.generic()}
 NO_FLOAT64 = "".join(_GENERIC["float64_tensor"].message)
@@ -97,21 +98,23 @@ def uses_float64(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
                for x in leaves((args, kwargs)))
 
 
-class SimulatedMPS:
+class SimulatedKernels:
     """What the simulated device refuses: ``missing`` op names (any overload) or ``missing_overloads`` (aten
     overload names); float64 in ``no_float64`` ops (``EVERY_OP``: all, as MPS); the limits of the ``limited``
     overloads (dispatcher names) on macOS ``macos`` (default: :func:`torchdevice.device.limits.macos`); the ops of
     sparse COO tensors but the ``sparse`` overloads (those MPS has a sparse kernel of). ``table_missing``/
-    ``try_first`` become the target's kernel table. ``with SimulatedMPS(...) as target:`` registers the kernels for
+    ``try_first`` become the target's kernel table. ``with SimulatedKernels(...) as target:`` registers the kernels for
     a block."""
 
     def __init__(self, *, missing: Iterable[str] = (), no_float64: Iterable[str] = (),
                  table_missing: Iterable[str] = (), try_first: Iterable[str] = (),
                  missing_overloads: Iterable[str] = (), composed: Iterable[str] = (), limited: Iterable[str] = (),
-                 macos: tuple[int, int] | None = None, sparse: Iterable[str] = (), name: str = NAME,
-                 keep_raised: bool = True, in_cpp: bool = False) -> None:
+                 macos: tuple[int, int] | None = None, sparse: Iterable[str] | None = (), name: str = NAME,
+                 keep_raised: bool = True, in_cpp: bool = False, profile: Profile = MAC) -> None:
+        self.profile = profile
         self.missing = frozenset(missing)
-        self.sparse = frozenset(sparse)
+        self.sparse = None if sparse is None else frozenset(sparse)
+        """The overloads with a sparse COO kernel; None: every one the CPU has (a GPU's)."""
         self.missing_overloads = frozenset(missing_overloads)
         self.composed = frozenset(composed)
         self.limited = tuple(limited)
@@ -130,7 +133,7 @@ class SimulatedMPS:
         self._stack = contextlib.ExitStack()
 
     @classmethod
-    def apple(cls, name: str = NAME) -> SimulatedMPS:
+    def apple(cls, name: str = NAME) -> SimulatedKernels:
         """Apple silicon with the torch this package was built for: every overload of the generated kernel table
         missing, float64 refused by every op, every limit of the limits table, sparse kernels where MPS has them."""
         from torchdevice_generated.fallback_table import COMPOSED_ON_MPS, MISSING_ON_MPS, SPARSE_ON_MPS, TRY_ON_MPS
@@ -139,12 +142,24 @@ class SimulatedMPS:
                    try_first=TRY_ON_MPS, composed=COMPOSED_ON_MPS, limited=limits.limited(), sparse=SPARSE_ON_MPS,
                    name=name, keep_raised=False, in_cpp=True)
 
+    @classmethod
+    def nvidia(cls, profile: Profile) -> SimulatedKernels:
+        """An NVIDIA GPU (``profile``) with the torch this package was built for: the overloads CUDA has no kernel
+        for missing; every dtype, and the CPU's sparse kernels."""
+        MISSING_ON_CUDA: frozenset[str] = frozenset()  # XXX-MERGE: the generated table
+
+        return cls(missing_overloads=MISSING_ON_CUDA, table_missing=MISSING_ON_CUDA, sparse=None,
+                   name=profile.target, keep_raised=False, in_cpp=True, profile=profile)
+
     def target(self) -> Target:
         """The target the runtime and the fallback engine complete (the device registered: :func:`.device.register`)."""
         device = simulated_device.register()
-        hosting = Hosting(SHOWN, device) if self.no_float64 == EVERY_OP else None
-        return Target(self.name, device, "PrivateUse1", "MPS", *self.table, hosting, shown=SHOWN,
-                      aliases=("mps",), kernels=self.kernels)
+        shown = self.profile.shown(0)
+        hosting = Hosting(shown, device) if self.no_float64 == EVERY_OP else None
+        return Target(self.name, device, "PrivateUse1", self.profile.backend, *self.table, hosting, shown=shown,
+                      aliases=(self.profile.type,) if self.profile.type != "cuda" else (),
+                      gpu=self.profile.gpu, own=simulated_device.OWN if self.profile.type == "cuda" else None,
+                      kernels=self.kernels)
 
     def refusal(self, op: torch._ops.OpOverload, args: tuple[Any, ...],
                 kwargs: dict[str, Any]) -> BaseException | None:
@@ -178,14 +193,17 @@ class SimulatedMPS:
     def register(self) -> torch.library.Library:
         """Register the device's kernels; they stay registered while the returned library is alive."""
         self.target()
+        simulated_device.configure(self.profile)
+        profiled = _Profiled(self.profile)
         kernels = self.kernels
         kernels.clear()
         library = torch.library.Library("_", "IMPL")
         library.fallback(self._kernel, "PrivateUse1", with_keyset=True)
         # autocast passes through, as torch's own devices' autocast keys do (CUDA's policy is the runtime's)
         library.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
-        library.fallback(_no_sparse_kernel, "SparsePrivateUse1", with_keyset=True)
-        kernels[("", "PrivateUse1")], kernels[("", "SparsePrivateUse1")] = self._kernel, _no_sparse_kernel
+        sparse = _no_sparse_kernel if self.sparse is not None else self._any_sparse_kernel
+        library.fallback(sparse, "SparsePrivateUse1", with_keyset=True)
+        kernels[("", "PrivateUse1")], kernels[("", "SparsePrivateUse1")] = self._kernel, sparse
         ops = torch.library.Library("aten", "IMPL")
         library._ops = ops  # type: ignore[attr-defined]  # one lifetime for both
 
@@ -205,7 +223,7 @@ class SimulatedMPS:
             plain, host_arguments = self._in_cpp()
             views = [op._name.removeprefix("aten::") for op in _VIEWS]
             torch.ops.torchdevice_sim.use_kernels(plain, host_arguments, views, self.no_float64 == EVERY_OP,
-                                                  NO_FLOAT64, str(placement_error(SHOWN)))
+                                                  NO_FLOAT64)
             computed.update(f"aten::{name}" for name in (*plain, *host_arguments))
         else:
             for op in _VIEWS:
@@ -247,6 +265,7 @@ class SimulatedMPS:
             if in_cpp:
                 torch.ops.torchdevice_sim.release_kernels()
             simulated_device.power(False)
+            profiled.close()
             torch._C._set_multithreading_enabled(multithreaded)
             ops._destroy()
             destroy()
@@ -308,6 +327,8 @@ class SimulatedMPS:
 
     def _sparse(self) -> list[torch._ops.OpOverload]:
         """The overloads MPS has a sparse kernel of (which a Mac runs rather than a composite one)."""
+        if self.sparse is None:
+            return list(_SPARSE_PARTS)  # and the others computed on the host (:meth:`_any_sparse_kernel`)
         return [op for op in map(overload, sorted(self.sparse)) if op is not None]
 
     def _sparse_kernel_of(self, op: torch._ops.OpOverload) -> Any:
@@ -317,6 +338,10 @@ class SimulatedMPS:
             return on_host(op, args, kwargs)
 
         return kernel
+
+    def _any_sparse_kernel(self, keyset: Any, op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
+        """An op of sparse tensors, as the CPU's sparse kernel computes it (a GPU's sparse kernels)."""
+        return self._sparse_kernel_of(op)(keyset, *args, **kwargs)
 
     def _kernel_of(self, op: torch._ops.OpOverload) -> Any:
         def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
@@ -373,9 +398,8 @@ def on_host(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, 
     sparse tensor of its parts' host aliases; one the op writes takes the parts the host one ends with."""
     name = op._opname
     found = tensors((args, kwargs))
-    if name not in HOST_ARGUMENTS and any(_is_device(t) for t in found) and any(
-            not _is_device(t) and t.dim() > 0 for t in found):
-        raise placement_error(SHOWN)
+    if name not in HOST_ARGUMENTS:
+        _check_placement(found)
     schema = OpSchema.of(op)
     args = schema.boxed(args)
     own: dict[int, torch.Tensor] = {}
@@ -438,6 +462,35 @@ def _is_device(t: torch.Tensor) -> bool:
     return cpp_device(t).type == simulated_device.NAME
 
 
+def _check_placement(found: Iterable[torch.Tensor]) -> None:
+    """Raise the device's placement error for tensors of two devices, or of a device and the host (but a host
+    scalar)."""
+    first: torch.device | None = None
+    other: torch.device | str | None = None
+    for t in found:
+        device = cpp_device(t)
+        if device.type == simulated_device.NAME:
+            if first is None:
+                first = device
+            elif device != first and other is None:
+                other = active().shown(device.index or 0)
+        elif t.dim() > 0 and other is None:
+            other = "cpu"
+    if first is not None and other is not None:
+        raise placement_error(active().shown(first.index or 0), other)
+
+
+class _Profiled:
+    """The profile made active while the kernels are registered."""
+
+    def __init__(self, profile: Profile) -> None:
+        self.profile = profile
+        profile_module.activate(profile)
+
+    def close(self) -> None:
+        profile_module.deactivate(self.profile)
+
+
 def _alias(t: torch.Tensor) -> torch.Tensor:
     """The host alias of device tensor ``t``, with its conjugate and negative bits."""
     alias = host_alias(t)
@@ -490,9 +543,9 @@ def _give_generator(schema: OpSchema, args: list[Any], kwargs: dict[str, Any]) -
     at = schema.names.index("generator")
     if at < len(args):
         if args[at] is None:
-            args[at] = GENERATOR
+            args[at] = GENERATORS[current()]
     elif kwargs.get("generator") is None:
-        kwargs["generator"] = GENERATOR
+        kwargs["generator"] = GENERATORS[current()]
 
 
 def _placed(value: Any, own: dict[int, torch.Tensor]) -> Any:
@@ -560,9 +613,7 @@ def _whole_on_host(op: torch._ops.OpOverload) -> Any:
     packed = op._overloadname == "data"  # a packed sequence's batch sizes (the second argument) are host tensors
 
     def whole(*args: Any) -> Any:
-        found = tensors((args[0], *args[2:]) if packed else args)
-        if any(_is_device(t) for t in found) and any(not _is_device(t) and t.dim() > 0 for t in found):
-            raise placement_error(SHOWN)  # the layer left on the host, or its input
+        _check_placement(tensors((args[0], *args[2:]) if packed else args))  # the layer left on the host, or its input
         return _OnHost.apply(op, list(args), *leaves(list(args)))
 
     return whole

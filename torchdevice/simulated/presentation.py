@@ -1,23 +1,25 @@
-"""What the program sees of the simulated Mac: Apple silicon's answers, where the device is torch's ``mps_sim``.
+"""What the program sees of a simulated device: its profile's answers (:mod:`.profile`: Apple silicon's, an NVIDIA
+GPU's), where the device is torch's ``simulated``.
 
 While the simulation is installed (every patch through the runtime's patcher):
 
-- device tensors and their storages say they are on ``mps:0`` (``x.device``, ``x.is_mps``, printing,
-  ``x.untyped_storage().device``), as a Mac's do, to the program
+- device tensors and their storages say they are on the profile's device (``mps:0``, ``cuda:1``: ``x.device``,
+  ``x.is_mps``/``x.is_cuda``, printing, ``x.untyped_storage().device``), as a Mac's or a GPU's do, to the program
   and the libraries it uses; torch's own code, which computes with them, gets their device as torch knows it;
-- ``torch.backends.mps`` says MPS is built and available, on the simulated macOS version
+- on the Mac, ``torch.backends.mps`` says MPS is built and available, on the simulated macOS version
   (:func:`torchdevice.device.limits.macos`), so libraries that pick ``"mps"`` themselves (transformers, peft) do, and
   the runtime translates ``"mps"`` as it translates ``"cuda"`` (the target's ``aliases``);
-- ``torch.mps`` answers for the simulated device: its generator, which ``torch.manual_seed`` seeds too, the bytes
-  of its live allocations, synchronisation (nothing to wait for);
-- checkpoints record device storages at ``mps:0``, as a Mac writes them, and storages recorded at ``mps`` (or
-  ``mps_sim``) are restored onto the device;
+  and ``torch.mps`` answers for the simulated device: its generator, which ``torch.manual_seed`` seeds too, the
+  bytes of its live allocations, synchronisation (nothing to wait for); on a GPU ``torch.cuda`` is the runtime's
+  (:mod:`torchdevice.runtime.emulation`), reading the device's memory and card;
+- checkpoints record device storages at ``mps:0`` or ``cuda:i``, as a Mac or a GPU writes them, and storages recorded
+  at the profile's device type (or ``simulated``) are restored onto the device, at their index;
 - ``Module.to`` keeps each parameter object, as a Mac's does (assigning ``param.data`` on the compiled backend,
   :mod:`.backend`; swapping the parameters' tensors on the Python one);
 - ``torch.compile`` compiles: Dynamo and AOTAutograd trace as for any device, and the graphs of the simulated device
   run through its kernels (where a Mac's Inductor generates Metal kernels);
 - storages of the device are copied by its kernels (``copy.deepcopy``, ``Storage.to``), and ``.numpy()`` of a
-  device tensor raises the Mac's error.
+  device tensor raises the device's error.
 """
 
 from __future__ import annotations
@@ -35,39 +37,75 @@ from torchdevice.callers import torch_internal
 from torchdevice.device.aten import cpp_device
 from torchdevice.device.host import system_memory
 from torchdevice.device.hosted import HostedTensor
+from torchdevice.device.placement import invalid_ordinal
 from torchdevice.patching import Patcher
-from torchdevice.simulated.device import GENERATOR, NAME, allocate, allocated, compiled, host_alias, host_bytes
+from torchdevice.simulated.device import (
+    GENERATOR,
+    MAX_DEVICES,
+    NAME,
+    allocate,
+    allocated,
+    compiled,
+    host_alias,
+    host_bytes,
+)
+from torchdevice.simulated.profile import Profile
 
-SHOWN = torch.device("mps", 0)
-"""What the device's tensors say they are on."""
 _IS_MPS = vars(torch._C.TensorBase)["is_mps"].__get__
-
-
-def _device(self: torch.Tensor) -> torch.device:
-    """``mps:0`` for the program; torch's own code (Dynamo, the optimizers, serialization) gets the device it
-    computes with, as :func:`torchdevice.callers.torch_internal` tells the two apart."""
-    device = cpp_device(self)
-    return SHOWN if device.type == NAME and not torch_internal() else device
-
-
+_IS_CUDA = vars(torch._C.TensorBase)["is_cuda"].__get__
 _STORAGE_DEVICE = vars(torch._C.StorageBase)["device"].__get__
 
 
-def _storage_device(self: torch.UntypedStorage) -> torch.device:
-    """A storage's device as :func:`_device` answers a tensor's."""
-    device = _STORAGE_DEVICE(self)
-    return SHOWN if device.type == NAME and not torch_internal() else device
+def activate(patcher: Patcher, profile: Profile, macos: tuple[int, int] | None = None) -> None:
+    """Present the simulated device as ``profile`` says (Apple silicon on macOS ``macos``) until
+    ``patcher.restore()``."""
+    shown = tuple(profile.shown(i) for i in range(MAX_DEVICES))
+
+    def device(self: torch.Tensor) -> torch.device:
+        """The profile's device for the program; torch's own code (Dynamo, the optimizers, serialization) gets the
+        device it computes with, as :func:`torchdevice.callers.torch_internal` tells the two apart."""
+        found = cpp_device(self)
+        return shown[found.index] if found.type == NAME and not torch_internal() else found
+
+    def storage_device(self: torch.UntypedStorage) -> torch.device:
+        """A storage's device as ``device`` answers a tensor's."""
+        found = _STORAGE_DEVICE(self)
+        return shown[found.index] if found.type == NAME and not torch_internal() else found
+
+    patcher.set(torch.Tensor, "device", property(device, doc=torch.Tensor.device.__doc__))
+    patcher.set(torch.UntypedStorage, "device", property(storage_device))
+    if profile.type == "mps":
+        _as_a_mac(patcher, macos or (14, 0))
+    else:
+        patcher.set(torch.Tensor, "is_cuda", property(lambda self: cpp_device(self).type == NAME or _IS_CUDA(self),
+                                                      doc=torch.Tensor.is_cuda.__doc__))
+    # ``Module.to`` keeps each parameter object (an optimizer built before ``model.cuda()`` trains it): on a Mac by
+    # assigning its data, which torch allows between the host and MPS and not with the device that stands for it
+    # here; the compiled backend assigns it as torch does for MPS, the Python one can only swap the parameters'
+    # tensors, torch's other way (which weak references to a parameter and tensor subclasses' own ``.to`` defeat)
+    # (hosted tensors, as torch's wrapper subclasses, are swapped in)
+    if compiled():
+        patcher.set(torch, "_has_compatible_shallow_copy_type", _compatible(torch._has_compatible_shallow_copy_type))
+        patcher.set(torch.Tensor, "data", _data(vars(torch._C.TensorBase)["data"]))
+        module = torch.nn.modules.module
+        patcher.set(module, "is_traceable_wrapper_subclass", _or_hosted(module.is_traceable_wrapper_subclass))
+    else:
+        patcher.set(torch.__future__, "get_swap_module_params_on_conversion", lambda: True)
+    patcher.set(torch.UntypedStorage, "clone", _clone(torch.UntypedStorage.clone))
+    patcher.set(torch.storage, "_to", _to(torch.storage._to, profile))
+    patcher.set(torch.Tensor, "numpy", _numpy(torch.Tensor.numpy, shown))
+    patcher.set(torch._TorchCompileInductorWrapper, "__call__",
+                _compiled_eagerly(torch._TorchCompileInductorWrapper.__call__))
+    registry = torch.serialization._package_registry
+    entry = (0, lambda storage: _tag(storage, profile), lambda storage, location: _restore(storage, location, profile))
+    registry.insert(0, entry)
+    patcher.defer(lambda: registry.remove(entry))
 
 
-def _is_mps(self: torch.Tensor) -> bool:
-    return cpp_device(self).type == NAME or _IS_MPS(self)
-
-
-def activate(patcher: Patcher, macos: tuple[int, int]) -> None:
-    """Present the simulated device as Apple silicon on macOS ``macos`` until ``patcher.restore()``."""
-    patcher.set(torch.Tensor, "device", property(_device, doc=torch.Tensor.device.__doc__))
-    patcher.set(torch.Tensor, "is_mps", property(_is_mps, doc=torch.Tensor.is_mps.__doc__))
-    patcher.set(torch.UntypedStorage, "device", property(_storage_device))
+def _as_a_mac(patcher: Patcher, macos: tuple[int, int]) -> None:
+    """``is_mps``, ``torch.backends.mps`` and ``torch.mps`` as on Apple silicon with macOS ``macos``."""
+    patcher.set(torch.Tensor, "is_mps", property(lambda self: cpp_device(self).type == NAME or _IS_MPS(self),
+                                                 doc=torch.Tensor.is_mps.__doc__))
     patcher.set(torch.backends.mps, "is_available", lambda: True)
     patcher.set(torch.backends.mps, "is_built", lambda: True)
     patcher.set(torch.backends.mps, "is_macos_or_newer", lambda major, minor: macos >= (major, minor))
@@ -84,27 +122,6 @@ def activate(patcher: Patcher, macos: tuple[int, int]) -> None:
     }
     for name, answer in answers.items():
         patcher.set(torch.mps, name, answer)
-    # ``Module.to`` keeps each parameter object (an optimizer built before ``model.cuda()`` trains it): on a Mac by
-    # assigning its data, which torch allows between the host and MPS and not with the device that stands for it
-    # here; the compiled backend assigns it as torch does for MPS, the Python one can only swap the parameters'
-    # tensors, torch's other way (which weak references to a parameter and tensor subclasses' own ``.to`` defeat)
-    # (hosted tensors, as torch's wrapper subclasses, are swapped in)
-    if compiled():
-        patcher.set(torch, "_has_compatible_shallow_copy_type", _compatible(torch._has_compatible_shallow_copy_type))
-        patcher.set(torch.Tensor, "data", _data(vars(torch._C.TensorBase)["data"]))
-        module = torch.nn.modules.module
-        patcher.set(module, "is_traceable_wrapper_subclass", _or_hosted(module.is_traceable_wrapper_subclass))
-    else:
-        patcher.set(torch.__future__, "get_swap_module_params_on_conversion", lambda: True)
-    patcher.set(torch.UntypedStorage, "clone", _clone(torch.UntypedStorage.clone))
-    patcher.set(torch.storage, "_to", _to(torch.storage._to))
-    patcher.set(torch.Tensor, "numpy", _numpy(torch.Tensor.numpy))
-    patcher.set(torch._TorchCompileInductorWrapper, "__call__",
-                _compiled_eagerly(torch._TorchCompileInductorWrapper.__call__))
-    registry = torch.serialization._package_registry
-    entry = (0, _tag, _restore)
-    registry.insert(0, entry)
-    patcher.defer(lambda: registry.remove(entry))
 
 
 _PYTHON = torch._C.DispatchKey.Python
@@ -155,18 +172,18 @@ def _clone(original: Any) -> Any:
     def clone(self: Any) -> Any:
         if self.device.type != NAME:
             return original(self)
-        copied = allocate([self.nbytes()], None, torch.uint8)
+        copied = allocate([self.nbytes()], None, torch.uint8, _STORAGE_DEVICE(self).index)
         host_alias(copied).copy_(host_bytes(self))
         return copied.untyped_storage()
 
     return clone
 
 
-def _to(original: Any) -> Any:
+def _to(original: Any, profile: Profile) -> Any:
     """``Storage.to(device=...)``: through tensors, which the device's kernels make."""
     @functools.wraps(original)
     def to(self: Any, device: torch.device, non_blocking: bool = False) -> Any:
-        if device.type not in (NAME, "mps") and self.device.type != NAME:
+        if device.type not in (NAME, profile.type) and self.device.type != NAME:
             return original(self, device, non_blocking)
         moved = torch.empty(0, dtype=torch.uint8, device=self.device).set_(self).to(device)
         return moved.untyped_storage()
@@ -174,13 +191,14 @@ def _to(original: Any) -> Any:
     return to
 
 
-def _numpy(original: Any) -> Any:
-    """``Tensor.numpy`` of a device tensor raises the Mac's error (torch's would name ``mps_sim:0``)."""
+def _numpy(original: Any, shown: tuple[torch.device, ...]) -> Any:
+    """``Tensor.numpy`` of a device tensor raises the device's error (torch's would name ``simulated:0``)."""
     @functools.wraps(original)
     def numpy(self: torch.Tensor, *, force: bool = False) -> Any:
-        if cpp_device(self).type == NAME and not force:
-            raise TypeError(f"can't convert {SHOWN} device type tensor to numpy. Use Tensor.cpu() to copy the tensor "
-                            "to host memory first.")
+        found = cpp_device(self)
+        if found.type == NAME and not force:
+            raise TypeError(f"can't convert {shown[found.index]} device type tensor to numpy. Use Tensor.cpu() to "
+                            "copy the tensor to host memory first.")
         return original(self, force=force)
 
     return numpy
@@ -200,18 +218,23 @@ def _compiled_eagerly(inductor: Any) -> Any:
     return compile_graph
 
 
-def _tag(storage: Any) -> str | None:
-    """Device storages are recorded at ``mps:0``, as a Mac records them."""
-    return "mps:0" if storage.device.type == NAME else None
+def _tag(storage: Any, profile: Profile) -> str | None:
+    """Device storages are recorded at the profile's device (``mps:0``, ``cuda:1``), as the device records them."""
+    found = _STORAGE_DEVICE(storage)
+    return str(profile.shown(found.index)) if found.type == NAME else None
 
 
-def _restore(storage: Any, location: str) -> Any:
-    """Storages recorded at ``mps`` (or at the simulated device) restored onto the simulated device."""
-    if not location.startswith(("mps", NAME)):
+def _restore(storage: Any, location: str, profile: Profile) -> Any:
+    """Storages recorded at the profile's device type (or at the simulated device) restored onto the simulated
+    device of their index (CUDA's error for one past the devices)."""
+    kind, _, index = location.partition(":")
+    if kind not in (profile.type, NAME):
         return None
+    at = int(index) if index.isdigit() else 0
+    if at >= profile.devices:
+        raise invalid_ordinal(at, profile.devices) if profile.type == "cuda" else RuntimeError(
+            f"Attempting to deserialize object on {location}, but the device has {profile.devices} device(s)")
     host = storage if storage.device.type == "cpu" else storage.cpu()
-    restored = allocate([host.nbytes()], None, torch.uint8)
+    restored = allocate([host.nbytes()], None, torch.uint8, at)
     host_alias(restored).copy_(host_bytes(host))
     return restored.untyped_storage()
-
-

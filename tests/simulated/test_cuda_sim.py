@@ -1,0 +1,194 @@
+"""The cuda-sim target: a simulated NVIDIA GPU that tells a CUDA program where its tensors are, places them as CUDA
+checks them (with one and two devices), counts memory as CUDA's caching allocator does and holds it to the card's,
+and computes what the CPU computes. Lines written the way programs write them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import torchdevice
+from torchdevice.device import gpus
+
+SAME_DEVICE = "Expected all tensors to be on the same device, but found at least two devices"
+
+
+@pytest.fixture
+def gpu():
+    with torchdevice.installed("cuda-sim") as device:
+        yield device
+
+
+@pytest.fixture
+def two_gpus():
+    with torchdevice.installed("cuda-sim", devices=2) as device:
+        yield device
+
+
+def test_tensors_models_and_storages_say_cuda(gpu, tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)).cuda()
+    x = torch.randn(3, 4, device="cuda")
+    out = model(x)
+    assert gpu == torch.device("cuda", 0) == torchdevice.target()
+    assert next(model.parameters()).device.type == "cuda" and out.is_cuda and (x * 2).get_device() == 0
+    assert "device='cuda:0'" in repr(out) and x.untyped_storage().device == torch.device("cuda", 0)
+    assert not x.is_mps and not torch.ones(2).is_cuda
+    path = tmp_path / "model.pt"
+    torch.save(model.state_dict(), path)
+    assert all(t.is_cuda for t in torch.load(path).values())  # restored on the device, as a GPU restores it
+    assert all(t.device.type == "cpu" for t in torch.load(path, map_location="cpu").values())
+    with pytest.raises(TypeError, match=r"can't convert cuda:0 device type tensor to numpy"):
+        out.numpy()
+    assert out.detach().cpu().numpy().shape == (3, 2)
+
+
+def test_the_lines_a_gpu_refuses_raise_and_those_it_runs_run(gpu):
+    model = torch.nn.Linear(4, 2).cuda()
+    x, host = torch.randn(5, 4, device="cuda"), torch.randn(5, 4)
+    refused = {
+        "stack": lambda: torch.stack([host, x]),
+        "cpu batch": lambda: model(host),
+        "cpu target": lambda: F.mse_loss(model(x), torch.zeros(5, 2)),
+        "cpu indices into an embedding": lambda: torch.nn.Embedding(10, 3).cuda()(torch.tensor([1, 2])),
+        "cpu condition": lambda: torch.where(host > 0, x, 0.0),
+        "in place": lambda: x.add_(host),
+        "cat": lambda: torch.cat([x, host]),
+        "matmul": lambda: x @ torch.randn(4, 3),
+    }
+    for line, run in refused.items():
+        with pytest.raises(RuntimeError, match=SAME_DEVICE):
+            run()
+            pytest.fail(line)
+    assert (x * torch.tensor(2.0)).is_cuda  # a 0-dim host tensor is a scalar
+    assert x[torch.tensor([0, 3])].is_cuda  # host indices
+    assert model(x).is_cuda and x.cpu().numpy().shape == (5, 4)
+
+
+def test_two_gpus_are_two_devices(two_gpus):
+    a, b = torch.ones(3, device="cuda:0"), torch.ones(3, device="cuda:1")
+    assert (a.device, b.device, (b * 2).device, b.get_device()) == (
+        torch.device("cuda", 0), torch.device("cuda", 1), torch.device("cuda", 1), 1)
+    with pytest.raises(RuntimeError, match=f"{SAME_DEVICE}, cuda:0 and cuda:1!"):
+        a + b
+    moved = a.to("cuda:1")
+    assert moved.device.index == 1 and torch.equal(moved.cpu(), b.cpu()) and moved.data_ptr() != a.data_ptr()
+    with torch.cuda.device(1):
+        assert torch.zeros(2, device="cuda").device == torch.device("cuda", 1)
+    torch.cuda.set_device(1)
+    try:
+        assert torch.cuda.current_device() == 1 and torch.empty(1, device="cuda").get_device() == 1
+    finally:
+        torch.cuda.set_device(0)
+    model = torch.nn.Linear(3, 1).to("cuda:1")
+    model(b).sum().backward()
+    assert model.weight.grad.device == torch.device("cuda", 1)
+    with pytest.raises(torch.AcceleratorError, match="invalid device ordinal"):
+        torch.ones(1, device="cuda:2")
+
+
+def test_memory_counts_as_cudas_caching_allocator():
+    with torchdevice.installed("cuda-sim", gpu_memory="64MiB"):
+        before = torch.cuda.memory_allocated()
+        x = torch.empty(1000, device="cuda")  # 4000 bytes: one 512-byte-rounded block
+        assert torch.cuda.memory_allocated() - before == 4096
+        assert torch.cuda.max_memory_allocated() >= torch.cuda.memory_allocated()
+        assert torch.cuda.memory_reserved() % (2 << 20) == 0 and torch.cuda.memory_reserved() >= 4096
+        assert torch.cuda.memory_stats()["allocated_bytes.all.current"] == torch.cuda.memory_allocated()
+        assert torch.cuda.mem_get_info()[1] == 64 << 20 == torch.cuda.get_device_properties(0).total_memory
+        del x
+        assert torch.cuda.memory_allocated() == before
+        torch.cuda.reset_peak_memory_stats()
+        assert torch.cuda.max_memory_allocated() == before
+        with pytest.raises(torch.cuda.OutOfMemoryError, match=r"^CUDA out of memory. Tried to allocate 128.00 MiB. "
+                           r"GPU 0 has a total capacity of 64.00 MiB"):
+            torch.empty(32 << 20, device="cuda")
+        assert torch.cuda.memory_allocated() == before  # nothing kept of what could not be had
+
+
+def test_a_batch_size_finder_halves_until_the_batch_fits_the_card():
+    """What accelerate's find_executable_batch_size does: try, catch CUDA's out-of-memory error, halve."""
+    with torchdevice.installed("cuda-sim", gpu_memory="16MiB"):
+        model = torch.nn.Linear(1024, 1024).cuda()
+        tried = []
+        batch = 4096
+        while True:
+            tried.append(batch)
+            try:
+                model(torch.randn(batch, 1024, device="cuda")).sum().backward()
+                break
+            except torch.cuda.OutOfMemoryError:
+                batch //= 2
+        assert tried[0] == 4096 and 1 < len(tried) and tried[-1] * 1024 * 4 < 16 << 20
+
+
+@pytest.mark.parametrize("card", ["A100-40GB", "T4"])
+def test_the_card_is_what_the_program_reads(card):
+    chosen = gpus.CARDS[card]
+    with torchdevice.installed("cuda-sim", gpu=card):
+        properties = torch.cuda.get_device_properties(0)
+        assert torch.cuda.get_device_name() == properties.name == chosen.name
+        assert torch.cuda.get_device_capability() == chosen.capability == (properties.major, properties.minor)
+        assert properties.total_memory == chosen.memory and properties.multi_processor_count == chosen.multiprocessors
+        assert torch.cuda.is_bf16_supported(including_emulation=False) is (chosen.capability >= (8, 0))
+
+
+def test_training_computes_what_the_cpu_computes():
+    def losses() -> list[float]:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16),
+                                    torch.nn.Linear(16, 1)).to("cuda")
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        data = torch.randn(64, 8).to("cuda")
+        target = data.sum(1, keepdim=True)
+        seen = []
+        for _ in range(5):
+            optimizer.zero_grad()
+            loss = F.mse_loss(model(data), target)
+            loss.backward()
+            optimizer.step()
+            seen.append(loss.item())
+        return seen
+
+    with torchdevice.installed("cpu"):
+        native = losses()
+    with torchdevice.installed("cuda-sim"):
+        simulated = losses()
+    assert simulated == pytest.approx(native, rel=1e-5)
+
+
+def test_the_simulated_mac_after_a_gpu_is_a_mac_again():
+    with torchdevice.installed("cuda-sim", gpu_memory="8MiB"):
+        assert torch.ones(1, device="cuda").is_cuda
+    with torchdevice.installed("mps-sim"):
+        x = torch.empty(4 << 20, device="cuda")  # past the GPU's 8 MiB: a Mac's memory is the host's
+        assert x.device == torch.device("mps", 0) and x.is_mps
+
+
+@pytest.mark.processes
+def test_run_takes_a_card_or_its_memory_and_refuses_a_bad_one(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("import torch\n"
+                      "x = torch.ones(4, device='cuda')\n"
+                      "print(x.device, torch.cuda.get_device_name(), torch.cuda.mem_get_info()[1])\n")
+    env = {**os.environ, "TORCHDEVICE_TARGET": ""}
+    done = subprocess.run([sys.executable, "-m", "torchdevice", "run", "--target", "cuda-sim", "--gpu-memory", "1GiB",
+                           str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["cuda:0", "Tesla", "T4", str(1 << 30)]
+    bad = subprocess.run([sys.executable, "-m", "torchdevice", "run", "--target", "cuda-sim", "--gpu", "K80",
+                          str(script)], capture_output=True, text=True, env=env, timeout=300)
+    assert bad.returncode == 2 and bad.stderr.startswith("torchdevice run: unknown GPU 'K80'")
+    assert "Traceback" not in bad.stderr
+
+
+def test_sizes_are_read_as_people_write_them():
+    assert [gpus.parse_size(s) for s in ("1GiB", "512MiB", "16GB", "1.5GiB", 4096)] == [
+        1 << 30, 512 << 20, 16 * 10**9, 3 << 29, 4096]
+    for bad in ("lots", "0GB", "-1GiB"):
+        with pytest.raises(ValueError, match="GPU memory"):
+            gpus.parse_size(bad)
