@@ -51,17 +51,23 @@ def message(alert: str, warn_only: bool = False) -> str:
     return _WARNED.format(alert) + _warning_suffix() if warn_only else _RAISED.format(alert)
 
 
-@cache
+_SUFFIX: list[str] = []
+
+
 def _warning_suffix() -> str:
     """`` (Triggered internally at .../ATen/Context.cpp:N.)``, as torch's C++ warnings end: read off one real
-    alert of the CPU (``put_`` of nothing, without ``accumulate``), made while warn-only determinism is on (the only
-    time a warning is needed)."""
+    alert of the CPU (``put_`` of nothing, without ``accumulate``) while warn-only determinism is on (the only time
+    a warning is needed), and kept once found."""
+    if _SUFFIX:
+        return _SUFFIX[0]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         torch.empty(0).put_(torch.empty(0, dtype=torch.long), torch.empty(0))
-    text = next((str(w.message) for w in caught if str(w.message).startswith("put_ ")), "")
     base = _WARNED.format("put_")
-    return text[len(base):] if text.startswith(base) else ""
+    text = next((str(w.message) for w in caught if str(w.message).startswith(base)), "")
+    if text:
+        _SUFFIX.append(text[len(base):])
+    return text[len(base):]
 
 
 @dataclass(frozen=True, eq=False)
