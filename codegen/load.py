@@ -20,6 +20,7 @@ import yaml
 from codegen import schema
 from codegen.model import (
     MEASURED,
+    AlertRecord,
     AutocastRule,
     Catalog,
     Entry,
@@ -34,6 +35,7 @@ from codegen.model import (
     Status,
 )
 from codegen.overlays.cuda import CudaRule
+from codegen.overlays.cuda_kernels import AlertRule
 from codegen.overlays.devices import DeviceRule
 from codegen.overlays.limits import LimitRule
 from codegen.overlays.mlx import MlxOp
@@ -90,10 +92,13 @@ def load(catalog_dir: Path = CATALOG_DIR) -> Catalog:
     path = catalog_dir / "overlays" / "limits.yaml"
     limits = load_limits(path, known, catalog_dir / "scanned" / f"{MPS_MESSAGES}.yaml", version) \
         if path.exists() else ()
+    path = catalog_dir / "overlays" / "cuda_kernels.yaml"
+    alerts = load_alerts(path, known) if path.exists() else ()
     entries = [dataclasses.replace(e, status=status.get(e.name, e.status), **attached.get(e.name, {}))
                for e in entries]
     return Catalog(torch_version=version, entries=tuple(entries), device_patterns=patterns, mlx=mlx, rewrite=rules,
-                   standins=standins, autocast=autocast, sparse_mps=sparse_mps, packages=packages, limits=limits)
+                   standins=standins, autocast=autocast, sparse_mps=sparse_mps, packages=packages, limits=limits,
+                   alerts=alerts)
 
 
 # -- scanned -----------------------------------------------------------------------------------------
@@ -410,6 +415,26 @@ def load_limits(path: Path, known: dict[str, Entry], messages: Path, version: st
                 raise CatalogError(path, line, key, f"message piece {piece!r} is none of the strings of torch "
                                    f"{version}'s macOS wheel ({messages.name})")
         records.append(LimitRecord(key, rule, line))
+    return tuple(records)
+
+
+def load_alerts(path: Path, known: dict[str, Entry]) -> tuple[AlertRecord, ...]:
+    """CUDA's determinism alerts: overloads of the scanned catalog (torch's own ``torch.ops.aten``), the arguments
+    each clause reads parameters of every one of them."""
+    records = []
+    for key, line, node in _keyed(path, "alert names"):
+        rule = schema.build(AlertRule, node, path, key)
+        for name in rule.overloads:
+            entry = known.get(aten_entry(name))
+            if entry is None or entry.kind != "op_overload":
+                raise CatalogError(path, line, key, f"{name}: not an aten overload of the scanned catalog")
+            params = {p.name for s in entry.signatures for p in s.params}
+            missing = sorted(rule.arguments() - params)
+            if missing:
+                raise CatalogError(path, line, key, f"{name} has no argument {', '.join(missing)}")
+        if len(set(rule.overloads)) != len(rule.overloads):
+            raise CatalogError(path, line, key, "overloads: an overload is named twice")
+        records.append(AlertRecord(key, rule, line))
     return tuple(records)
 
 

@@ -12,6 +12,7 @@ from functools import cached_property
 from typing import Literal
 
 from codegen.overlays.cuda import CudaRule
+from codegen.overlays.cuda_kernels import AlertRule
 from codegen.overlays.devices import DeviceRule
 from codegen.overlays.limits import LimitRule
 from codegen.overlays.mlx import MlxOp
@@ -139,6 +140,15 @@ class LimitRecord:
 
 
 @dataclass(frozen=True)
+class AlertRecord:
+    """A ``catalog/overlays/cuda_kernels.yaml`` record: one of CUDA's determinism alerts, by name."""
+
+    name: str
+    rule: AlertRule
+    line: int
+
+
+@dataclass(frozen=True)
 class Catalog:
     """The whole catalog: scanned entries with measured status and overlays applied."""
 
@@ -161,6 +171,8 @@ class Catalog:
     """CUDA-only packages by module name, in file order."""
     limits: tuple[LimitRecord, ...] = ()
     """MPS's limits, in file order."""
+    alerts: tuple[AlertRecord, ...] = ()
+    """CUDA's determinism alerts, in file order."""
 
     @cached_property
     def by_name(self) -> dict[str, Entry]:

@@ -10,7 +10,8 @@ catalog, everything each generated file and each per-entry test needs, and the t
 - :mod:`.samples`: the calls the per-entry tests make of device-bearing entries;
 - :mod:`.standins`: the stand-ins' table and the cases comparing each with its reference;
 - :mod:`.autocast`: CUDA's autocast policy, as the runtime applies it on the target's autocast key;
-- :mod:`.limits`: MPS's limits (the conditions under which its kernels refuse a call, and what they raise).
+- :mod:`.limits`: MPS's limits (the conditions under which its kernels refuse a call, and what they raise);
+- :mod:`.cuda_kernels`: CUDA's kernel table (the overloads a GPU lacks, its determinism alerts).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from codegen.model import Catalog, Entry
 from codegen.plan import autocast, emulation, limits, mlx, samples
 from codegen.plan.autocast import AutocastRow
 from codegen.plan.check import CheckTable
+from codegen.plan.cuda_kernels import CudaKernels
 from codegen.plan.emulation import Emulation, Member
 from codegen.plan.fallback import FallbackTable
 from codegen.plan.mlx import Shim
@@ -55,6 +57,8 @@ class Plan:
     """CUDA's autocast policy, by aten overload."""
     limits: tuple[LimitRow, ...] = ()
     """MPS's limits."""
+    cuda_kernels: CudaKernels = CudaKernels()
+    """CUDA's kernel table: the overloads a GPU lacks, its determinism alerts."""
 
 
 def plan(catalog: Catalog) -> Plan:
@@ -106,4 +110,5 @@ def plan(catalog: Catalog) -> Plan:
         ),
         autocast=autocast.rows(catalog),
         limits=limits.rows(catalog),
+        cuda_kernels=CudaKernels.of(catalog),
     )

@@ -1,8 +1,9 @@
 """``torchdevice catalog stats [--json]`` and ``torchdevice catalog show NAME``.
 
 Reads the catalog as generated into the runtime package (``torchdevice_generated/catalog.jsonl``:
-a header line, then one JSON object per entry, and ``limits_table.py``: MPS's limits of the overloads an entry
-is or reaches), never the YAML of a source tree.
+a header line, then one JSON object per entry, ``limits_table.py``: MPS's limits of the overloads an entry
+is or reaches, and ``cuda_kernels_table.py``: the overloads CUDA lacks and its determinism alerts), never the YAML
+of a source tree.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from importlib import resources
 from typing import Any
 
 from torchdevice.records import ATEN_NAMESPACE, BACKENDS, CatalogRow, aten_op, dispatcher_name
+from torchdevice.records.determinism import AlertRow
 from torchdevice.records.limits import ANY, LimitRow
 
 
@@ -114,6 +116,8 @@ def format_entry(entry: CatalogRow) -> str:
         routed = ", ".join(m.routed) or "none yet (not verified)"
         rows.append(("mlx", f"{m.key}: {m.mlx}; runs on MLX: {routed}"))
     rows += [("mps limit", line) for line in limit_lines(entry)]
+    rows += [("cuda", line) for line in cuda_lines(entry)]
+    rows += [("cuda alert", line) for line in alert_lines(entry)]
     rows += [("signature", s) for s in entry.signatures]
     return "\n".join(f"{k:<14} {v}" for k, v in rows)
 
@@ -147,3 +151,59 @@ def limit_lines(entry: CatalogRow) -> list[str]:
             then = "CUDA runs it; runs on the CPU" + (f" ({row.instead})" if row.instead else "")
         lines.append(f"{where}{row.why}: MPS {does} ({row.name}); {then}")
     return lines
+
+
+def _reached(entry: CatalogRow, names: Iterable[str]) -> list[str]:
+    """Of the dispatcher ``names``, the overload the entry is, or those of the aten ops it reaches, in order."""
+    if entry.kind == "op_overload":
+        return [n for n in names if n == dispatcher_name(entry.name)]
+    ops = set(entry.aten)
+    return [n for n in names if n.removeprefix("aten::").partition(".")[0] in ops]
+
+
+def cuda_lines(entry: CatalogRow) -> list[str]:
+    """An overload's CUDA kernel, present or missing; for an entry reaching aten ops, the overloads CUDA lacks."""
+    from torchdevice_generated.cuda_kernels_table import MISSING_ON_CUDA
+
+    missing = _reached(entry, sorted(MISSING_ON_CUDA))
+    if entry.kind != "op_overload":
+        return [f"{name}: no CUDA kernel (the CPU has one)" for name in missing]
+    status = entry.kernels.get("cuda", "none")
+    if missing:
+        return [f"kernel missing: a GPU refuses it (the CPU has a {entry.kernels.get('cpu')} kernel)"]
+    if status in ("native", "composite", "implicit"):
+        return [f"kernel present ({status})"]
+    return [f"kernel {status}"]
+
+
+def alert_lines(entry: CatalogRow) -> list[str]:
+    """One line per determinism alert of CUDA's kernels: the name torch's message starts with, when, where."""
+    from torchdevice_generated.cuda_kernels_table import ALERTS
+
+    by_overload: dict[str, list[AlertRow]] = {}
+    for row in ALERTS:
+        for name in row.overloads:
+            by_overload.setdefault(name, []).append(row)
+    lines = []
+    for name in _reached(entry, sorted(by_overload)):
+        where = "" if entry.kind == "op_overload" else f"{name}: "
+        for row in by_overload[name]:
+            when = condition(row)
+            lines.append(f"{where}{row.alert!r} {when if when == 'always' else 'when ' + when} ({row.source})")
+    return lines
+
+
+def condition(row: AlertRow) -> str:
+    """An alert's condition in words (``always``, ``reduce is 'prod' and index is not empty``)."""
+    words = []
+    for kind, arg, *rest in row.when:
+        if kind == "value":
+            (values,) = rest
+            words.append(f"{arg} is {' or '.join(map(repr, values))}")
+        elif kind == "given":
+            words.append(f"{arg} is given")
+        elif kind == "dtype":
+            words.append(f"{arg} is {'/'.join(rest[0])}")
+        else:
+            words.append(f"{arg} is not empty")
+    return " and ".join(words) or "always"

@@ -146,7 +146,7 @@ class SimulatedKernels:
     def nvidia(cls, profile: Profile) -> SimulatedKernels:
         """An NVIDIA GPU (``profile``) with the torch this package was built for: the overloads CUDA has no kernel
         for missing; every dtype, and the CPU's sparse kernels."""
-        MISSING_ON_CUDA: frozenset[str] = frozenset()  # XXX-MERGE: the generated table
+        from torchdevice_generated.cuda_kernels_table import MISSING_ON_CUDA
 
         return cls(missing_overloads=MISSING_ON_CUDA, table_missing=MISSING_ON_CUDA, sparse=None,
                    name=profile.target, keep_raised=False, in_cpp=True, profile=profile)
