@@ -64,6 +64,10 @@ def test_the_lines_a_gpu_refuses_raise_and_those_it_runs_run(gpu):
         with pytest.raises(RuntimeError, match=SAME_DEVICE):
             run()
             pytest.fail(line)
+    with pytest.raises(NotImplementedError, match=r"^Could not run 'aten::histogram.bin_ct' with arguments from the "
+                       r"'CUDA' backend"):
+        torch.histogram(x, bins=4)  # CUDA has no kernel for it (torch.histc it has)
+    assert torch.histc(x, bins=4).is_cuda
     assert (x * torch.tensor(2.0)).is_cuda  # a 0-dim host tensor is a scalar
     assert x[torch.tensor([0, 3])].is_cuda  # host indices
     assert model(x).is_cuda and x.cpu().numpy().shape == (5, 4)
@@ -192,3 +196,25 @@ def test_sizes_are_read_as_people_write_them():
     for bad in ("lots", "0GB", "-1GiB"):
         with pytest.raises(ValueError, match="GPU memory"):
             gpus.parse_size(bad)
+
+
+def test_deterministic_algorithms_refuse_what_cudas_kernels_alert_on(gpu):
+    pool = torch.nn.AdaptiveAvgPool2d(3)
+    x = torch.randn(2, 4, 7, 7, device="cuda", requires_grad=True)
+    pool(x).sum().backward()  # runs while determinism is not asked for
+    torch.use_deterministic_algorithms(True)
+    try:
+        with pytest.raises(RuntimeError, match="^adaptive_avg_pool2d_backward_cuda does not have a deterministic"):
+            pool(x).sum().backward()
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        with pytest.warns(UserWarning, match="adaptive_avg_pool2d_backward_cuda does not have a deterministic"):
+            pool(x).sum().backward()
+        assert torch.nn.functional.linear(x.flatten(1), torch.ones(3, 196, device="cuda")).is_cuda  # no alert
+    finally:
+        torch.use_deterministic_algorithms(False)
+    with torchdevice.installed("cpu"):  # the CPU's kernel has no alert: what cuda-sim exists to show
+        torch.use_deterministic_algorithms(True)
+        try:
+            pool(torch.randn(2, 4, 7, 7, requires_grad=True)).sum().backward()
+        finally:
+            torch.use_deterministic_algorithms(False)

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from torchdevice.device import limits
+from torchdevice.device import determinism, limits
 from torchdevice.device.aten import (
     Kernel,
     OpSchema,
@@ -56,13 +56,15 @@ from torchdevice.simulated.profile import MAC, Profile, active
 _GENERIC = {limit.name: limit.row for limit in limits.generic()}
 NO_FLOAT64 = "".join(_GENERIC["float64_tensor"].message)
 """What MPS raises for a float64 tensor (the limits table's generic row)."""
-SPARSE_MISSING = (
-    "Could not run '{op}' with arguments from the 'SparseMPS' backend. This could be because the operator doesn't "
+MISSING = (
+    "Could not run '{op}' with arguments from the '{backend}' backend. This could be because the operator doesn't "
     "exist for this backend, or was omitted during the selective/custom build process (if using custom build). If "
     "you are a Facebook employee using PyTorch on mobile, please visit https://fburl.com/ptmfixes for possible "
     "resolutions."
 )
-"""What the dispatcher raises for a sparse tensor's op that MPS has no sparse kernel for."""
+"""What the dispatcher raises for an op the backend has no kernel for."""
+SPARSE_MISSING = MISSING.replace("{backend}", "SparseMPS")
+"""... for a sparse tensor's op that MPS has no sparse kernel for."""
 NAME = "simulated-mps"
 """The name of a chosen table's verdicts in the capability cache (Apple silicon's: ``mps-sim``)."""
 EVERY_OP = "*"
@@ -110,8 +112,11 @@ class SimulatedKernels:
                  table_missing: Iterable[str] = (), try_first: Iterable[str] = (),
                  missing_overloads: Iterable[str] = (), composed: Iterable[str] = (), limited: Iterable[str] = (),
                  macos: tuple[int, int] | None = None, sparse: Iterable[str] | None = (), name: str = NAME,
-                 keep_raised: bool = True, in_cpp: bool = False, profile: Profile = MAC) -> None:
+                 keep_raised: bool = True, in_cpp: bool = False, profile: Profile = MAC,
+                 alerts: bool = False) -> None:
         self.profile = profile
+        self.alerts = alerts
+        """Whether the ``limited`` overloads are checked for CUDA's determinism alerts rather than MPS's limits."""
         self.missing = frozenset(missing)
         self.sparse = None if sparse is None else frozenset(sparse)
         """The overloads with a sparse COO kernel; None: every one the CPU has (a GPU's)."""
@@ -145,11 +150,13 @@ class SimulatedKernels:
     @classmethod
     def nvidia(cls, profile: Profile) -> SimulatedKernels:
         """An NVIDIA GPU (``profile``) with the torch this package was built for: the overloads CUDA has no kernel
-        for missing; every dtype, and the CPU's sparse kernels."""
+        for missing, CUDA's determinism alerts; every dtype, and the CPU's sparse kernels. Nothing for the fallback
+        engine to complete: what a GPU refuses, the program gets."""
         from torchdevice_generated.cuda_kernels_table import MISSING_ON_CUDA
 
-        return cls(missing_overloads=MISSING_ON_CUDA, table_missing=MISSING_ON_CUDA, sparse=None,
-                   name=profile.target, keep_raised=False, in_cpp=True, profile=profile)
+        return cls(missing_overloads=MISSING_ON_CUDA, sparse=None,
+                   limited=determinism.alerting(), name=profile.target, keep_raised=False, in_cpp=True,
+                   profile=profile, alerts=True)
 
     def target(self) -> Target:
         """The target the runtime and the fallback engine complete (the device registered: :func:`.device.register`)."""
@@ -168,6 +175,8 @@ class SimulatedKernels:
         if name in self.missing or name in self.no_float64:
             self.attempts[name] += 1
         if name in self.missing or op._name in self.missing_overloads:
+            if not self.profile.type == "mps":  # the dispatcher's error: no kernel for the backend
+                return NotImplementedError(MISSING.format(op=op._name, backend=self.profile.backend))
             return limits.Limit(_GENERIC["missing_kernel"], op).exception(args, kwargs)
         if (self.no_float64 == EVERY_OP or name in self.no_float64) and uses_float64(args, kwargs):
             return TypeError(NO_FLOAT64)
@@ -176,7 +185,11 @@ class SimulatedKernels:
     def refuse(self, op: torch._ops.OpOverload, args: tuple[Any, ...],
                kwargs: dict[str, Any]) -> Callable[..., Any] | None:
         """Raise what MPS raises for a call under one of ``op``'s limits; for a limit MPS meets with other values than
-        the CPU's, the computation MPS makes instead."""
+        the CPU's, the computation MPS makes instead. A GPU's limited overloads are those CUDA's determinism alerts
+        are in: raised (or warned) as CUDA's kernel does under ``torch.use_deterministic_algorithms(True)``."""
+        if self.alerts:
+            determinism.check(op, args, kwargs)
+            return None
         for limit in limits.limits_of(op):
             if limit.applies(args, kwargs, self.macos):
                 if limit.raises is not None:
