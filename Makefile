@@ -52,7 +52,7 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) -q -m "not processes and not consistency"
 
 # The consistency tier (not in `test`): every OpInfo op and dtype, written for CUDA, on the simulated Mac
-# against the CPU; `make test-consistency CONSISTENCY_TARGET=cpu` runs it on the CPU target.
+# against the CPU; `make test-consistency CONSISTENCY_TARGET=cpu` (or cuda-sim) runs it on that target.
 CONSISTENCY_TARGET ?= mps-sim
 test-consistency: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) -q -m consistency --consistency-target=$(CONSISTENCY_TARGET) tests/consistency

@@ -51,7 +51,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--consistency-target", default="mps-sim", choices=("mps-sim", "cpu"),
+    parser.addoption("--consistency-target", default="mps-sim", choices=("mps-sim", "cuda-sim", "cpu"),
                      help="the target the consistency tier (tests/consistency, make test-consistency) installs")
 
 

@@ -27,6 +27,8 @@ from typing import Any
 import torch
 
 from torchdevice.callers import outside, patch_warning_places
+from torchdevice.device import gpus
+from torchdevice.device.gpus import Gpu
 from torchdevice.device.target import SIMULATED, SIMULATED_CUDA, Target, for_name, resolve
 from torchdevice.patching import Patcher
 from torchdevice.records import HAND_WRITTEN
@@ -36,8 +38,6 @@ from torchdevice.runtime.compilers import Compilers
 from torchdevice.runtime.device_maps import resolve_devices
 from torchdevice.runtime.emulation import Emulation, unsupported
 from torchdevice.runtime.installation import Installation
-from torchdevice.device import gpus
-from torchdevice.device.gpus import Gpu
 from torchdevice.version import __version__
 
 log = logging.getLogger("torchdevice")

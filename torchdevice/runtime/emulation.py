@@ -260,7 +260,9 @@ class Emulation:
     # -- memory ----------------------------------------------------------------------------------
 
     def _own_memory(self, device: Any) -> tuple[int, ...]:
-        """The own device's counters of ``device``: live, peak, reserved, peak reserved bytes, allocations, frees."""
+        """The target's own device's counters of ``device`` (live, peak, reserved, peak reserved bytes, allocations,
+        frees); asked only where it has its own devices."""
+        assert self.own is not None
         return self.own.memory(self.index(device))
 
     def _allocated(self, device: Any) -> int:

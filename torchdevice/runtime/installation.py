@@ -143,9 +143,9 @@ class Installation:
 
 def _generators(target: Target, emulated: int) -> tuple[torch.Generator, ...]:
     """One generator per emulated device on the CPU target (a Mac's device, real or simulated, and the simulated GPUs
-    have their own default generators, which stand for CUDA's): CUDA's generators are not the host's, so seeding or drawing on "cuda"
-    leaves the host's stream alone. Each starts from the host's initial seed, as ``torch.manual_seed`` seeds
-    CUDA's too."""
+    have their own default generators, which stand for CUDA's): CUDA's generators are not the host's, so seeding or
+    drawing on "cuda" leaves the host's stream alone. Each starts from the host's initial seed, as
+    ``torch.manual_seed`` seeds CUDA's too."""
     if target.mps or target.own is not None:
         return ()
     seed = torch.initial_seed()

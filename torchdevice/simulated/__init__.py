@@ -21,9 +21,9 @@ everything).
 
 from __future__ import annotations
 
+from torchdevice.device import gpus
 from torchdevice.device.target import SIMULATED_CUDA, SIMULATED_MPS, Target
 from torchdevice.patching import Patcher
-from torchdevice.device import gpus
 from torchdevice.simulated import internals, presentation, profile
 from torchdevice.simulated.kernels import SimulatedKernels
 

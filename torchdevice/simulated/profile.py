@@ -3,9 +3,9 @@
 The machinery (:mod:`.device`, :mod:`.backend`, :mod:`.kernels`, :mod:`.presentation`) is one ``PrivateUse1``
 backend over host memory; a profile says what that backend is to the program: its target's name, the device type
 its tensors say they are on, how torch's messages name it, how many devices there are, how its allocator counts
-memory and how much each device has, and, for a GPU, which card (:mod:`torchdevice.device.gpus`). What it refuses is its kernel
-table's (:class:`~.kernels.SimulatedKernels`). One profile is active while its target is installed (a process has
-one ``PrivateUse1`` backend); :func:`active` says which.
+memory and how much each device has, and, for a GPU, which card (:mod:`torchdevice.device.gpus`). What it refuses
+is its kernel table's (:class:`~.kernels.SimulatedKernels`). One profile is active while its target is installed
+(a process has one ``PrivateUse1`` backend); :func:`active` says which.
 """
 
 from __future__ import annotations
