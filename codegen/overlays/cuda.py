@@ -18,15 +18,17 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-EMULATION = Path(__file__).resolve().parents[2] / "torchdevice" / "runtime" / "emulation.py"
+from torchdevice.records import WORD_MODULES
+
+RUNTIME = Path(__file__).resolve().parents[2] / "torchdevice" / "runtime"
 
 
 @cache
 def vocabulary() -> frozenset[str]:
-    """The emulation words the runtime implements: what ``torchdevice/runtime/emulation.py`` marks with ``@word``
-    or ``@builder`` (its ``Emulation``'s methods and its classes), read from the source (no import of torch)."""
-    tree = ast.parse(EMULATION.read_text(encoding="utf-8"))
-    return frozenset(node.name for node in ast.walk(tree)
+    """The emulation words the runtime implements: what its word modules (``WORD_MODULES``: ``emulation.py``,
+    ``graphs.py``) mark with ``@word`` or ``@builder``, read from the source (no import of torch)."""
+    trees = [ast.parse((RUNTIME / f"{module}.py").read_text(encoding="utf-8")) for module in WORD_MODULES]
+    return frozenset(node.name for tree in trees for node in ast.walk(tree)
                      if isinstance(node, (ast.FunctionDef, ast.ClassDef))
                      and any(isinstance(d, ast.Name) and d.id in ("word", "builder") for d in node.decorator_list))
 

@@ -218,3 +218,54 @@ def test_deterministic_algorithms_refuse_what_cudas_kernels_alert_on(gpu):
             pool(torch.randn(2, 4, 7, 7, requires_grad=True)).sum().backward()
         finally:
             torch.use_deterministic_algorithms(False)
+
+
+def test_autocast_for_cuda_casts_as_cuda_does(gpu):
+    model = torch.nn.Linear(4, 3).cuda()
+    x = torch.randn(2, 4, device="cuda")
+    with torch.autocast("cuda", dtype=torch.float16):
+        y = model(x)
+        probabilities = torch.softmax(y, -1)  # CUDA's policy runs softmax in float32
+    assert (y.dtype, y.device, probabilities.dtype) == (torch.float16, torch.device("cuda", 0), torch.float32)
+    scaler = torch.amp.GradScaler("cuda")
+    scaler.scale(y.float().sum()).backward()
+    assert scaler.get_scale() == 65536.0 and model.weight.grad.is_cuda
+
+
+def test_a_captured_training_step_replays_as_eager_steps(gpu):
+    """A CUDA graph of a whole step, as PyTorch's documentation writes it: the capture steps nothing, each replay one
+    step on the static tensors."""
+    torch.manual_seed(0)
+    captured, eager = torch.nn.Linear(4, 2).cuda(), torch.nn.Linear(4, 2).cuda()
+    eager.load_state_dict(captured.state_dict())
+    x, y = torch.randn(8, 4, device="cuda"), torch.randn(8, 2, device="cuda")
+    optimizers = [torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9) for m in (captured, eager)]
+
+    def step(model, optimizer, data):
+        loss = F.mse_loss(model(data), y)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    for model, optimizer in zip((captured, eager), optimizers, strict=True):  # warm-up, as before a capture
+        step(model, optimizer, x)
+    static_x = x.clone()
+    graph = torch.cuda.CUDAGraph()
+    optimizers[0].zero_grad(set_to_none=False)
+    with torch.cuda.graph(graph):
+        assert torch.cuda.is_current_stream_capturing()
+        static_loss = step(captured, optimizers[0], static_x)
+    assert not torch.cuda.is_current_stream_capturing()
+    assert torch.equal(captured.weight.cpu(), eager.weight.cpu())  # the capture launched nothing
+    for _ in range(3):
+        batch = torch.randn(8, 4, device="cuda")
+        static_x.copy_(batch)
+        optimizers[0].zero_grad(set_to_none=False)
+        graph.replay()
+        optimizers[1].zero_grad()
+        loss = step(eager, optimizers[1], batch)
+        assert static_loss.item() == pytest.approx(loss.item(), rel=1e-6)
+    torch.testing.assert_close(captured.weight.cpu(), eager.weight.cpu())
+    with pytest.raises(torch.AcceleratorError, match="operation not permitted when stream is capturing"):
+        with torch.cuda.graph(torch.cuda.CUDAGraph()):
+            captured(static_x).sum().item()  # a GPU cannot read a value back while capturing

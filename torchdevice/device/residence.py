@@ -19,9 +19,15 @@ while another thread allocates may miss that allocation, as a GPU's statistics m
 from __future__ import annotations
 
 import weakref
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+from torchdevice.device.aten import cpp_device
+
+if TYPE_CHECKING:
+    from torchdevice.device.target import Target
 
 MARK = "_torchdevice_device"
 """The storage attribute holding the mark."""
@@ -79,3 +85,12 @@ class Ledger:
     def _release(self, ref: weakref.ref[Any]) -> None:
         index, nbytes = self._live.pop(ref, (0, 0))
         self.allocated[index] -= nbytes
+
+
+def on_device(target: Target) -> Callable[[torch.Tensor], bool]:
+    """Whether a tensor is one of ``target``'s devices' (what the program calls a CUDA tensor): on the CPU target a
+    marked tensor, elsewhere a tensor of the target, of its device in C++ or one it shows (hosted tensors)."""
+    if target.device.type == "cpu":
+        return lambda t: device_index(t) is not None
+    types = {target.device.type, (target.shown or target.device).type}
+    return lambda t: cpp_device(t).type in types

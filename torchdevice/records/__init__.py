@@ -22,6 +22,9 @@ HAND_WRITTEN = ("tensors", "checkpoints", "amp", "device_classes")
 """The runtime's hand-written entry-point modules (``torchdevice/runtime/<name>.py``), each with a
 ``patch(patcher, installation, emulation)``; ``devices.yaml`` names one as ``by:`` of a ``hand`` entry."""
 
+WORD_MODULES = ("emulation", "graphs")
+"""The runtime modules (``torchdevice/runtime/<name>.py``) defining the emulation words ``cuda.yaml`` names."""
+
 ATEN_NAMESPACE = "torch.ops.aten"
 """Where every aten overload entry lives: ``torch.ops.aten.<op>.<overload>``."""
 _ATEN_PREFIX = ATEN_NAMESPACE + "."

@@ -27,6 +27,7 @@ from typing import Any
 
 import torch
 
+from torchdevice.device.residence import on_device
 from torchdevice.patching import Patcher
 from torchdevice.runtime import autocast_policy
 from torchdevice.runtime.emulation import Emulation
@@ -55,14 +56,13 @@ def patch(patcher: Patcher, r: Installation, emulation: Emulation) -> None:
 
     registered: list[bool] = []
     lock = threading.Lock()
-    shown = (r.target.shown or r.device).type  # the device type its tensors answer ``is_<type>`` for
 
     def register_policy() -> None:
         """CUDA's policy kernels, registered when the first CUDA region opens (resolving ~120 aten overloads
         costs ~0.1 s: a program that never autocasts does not pay it); undone by ``uninstall()``."""
         with lock:
             if not registered:
-                autocast_policy.activate(patcher, shown, r.target.autocast_key)
+                autocast_policy.activate(patcher, on_device(r.target), r.target.autocast_key)
                 registered.append(True)
 
     @functools.wraps(autocast_enter)

@@ -40,9 +40,9 @@ _FLOAT, _DOUBLE = torch.float32, torch.float64
 Kernel = Callable[..., Any]
 
 
-def activate(patcher: Patcher, device_type: str, key: str) -> None:
-    """Register CUDA's policy on autocast dispatch ``key`` (the target's), casting the tensors that answer
-    ``is_<device_type>``, until ``patcher.restore()``."""
+def activate(patcher: Patcher, on_target: Callable[[torch.Tensor], bool], key: str) -> None:
+    """Register CUDA's policy on autocast dispatch ``key`` (the target's), casting the tensors ``on_target`` (the
+    device tensors, whoever asks), until ``patcher.restore()``."""
     from torchdevice_generated.autocast_table import POLICY
 
     library = torch.library.Library("aten", "IMPL")
@@ -53,7 +53,7 @@ def activate(patcher: Patcher, device_type: str, key: str) -> None:
         for name, policy, dtype_at, redispatch, message in POLICY:
             op = overload(name)
             if op is not None:
-                library.impl(op, kernel(op, policy, key, device_type, dtype_at, redispatch, message), key,
+                library.impl(op, kernel(op, policy, key, on_target, dtype_at, redispatch, message), key,
                              with_keyset=True)
         for name in torch._C._dispatch_get_registrations_for_dispatch_key(key):
             op = overload(name) if name.startswith("aten::") else None
@@ -74,20 +74,21 @@ def untouched(op: torch._ops.OpOverload, key: str) -> Kernel:
     return untouched_kernel
 
 
-def kernel(op: torch._ops.OpOverload, policy: str, key: str, device_type: str, dtype_at: int = -1,
+def kernel(op: torch._ops.OpOverload, policy: str, key: str, on_target: Callable[[torch.Tensor], bool],
+           dtype_at: int = -1,
            redispatch: str = "", message: str = "") -> Kernel:
     """The autocast kernel of ``op``: CUDA's ``policy`` in a redirected CUDA region, else the key's own."""
     exclude = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, key))
-    own, run, on_target = _own(op, key), op._op, f"is_{device_type}"
+    own, run = _own(op, key), op._op
 
     def eligible(t: Any) -> bool:
         return (isinstance(t, torch.Tensor) and t.dtype.is_floating_point and t.dtype is not _DOUBLE
-                and getattr(t, on_target))
+                and on_target(t))
 
     def cast(to: torch.dtype, value: Any) -> Any:
         if isinstance(value, torch.Tensor):
             dtype = value.dtype
-            if dtype is to or not dtype.is_floating_point or dtype is _DOUBLE or not getattr(value, on_target):
+            if dtype is to or not dtype.is_floating_point or dtype is _DOUBLE or not on_target(value):
                 return value
             return value.to(to)
         if isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value):

@@ -43,25 +43,15 @@ from torchdevice.device.aten import cpp_device
 from torchdevice.device.host import system_memory
 from torchdevice.device.placement import invalid_ordinal
 from torchdevice.device.residence import device_index
+from torchdevice.runtime.graphs import CUDAGraph, capturing, graph, graph_pool_handle, make_graphed_callables
+from torchdevice.runtime.vocabulary import WORDS, builder, word
 
 if TYPE_CHECKING:
     from torchdevice.runtime.installation import Installation
 
 
-WORDS: dict[str, str] = {}
-"""Word -> how it is built: ``word`` (the method or class itself) or ``builder`` (called with the ``value``)."""
-
-
-def word(obj: Any) -> Any:
-    """Mark ``obj`` (a method of :class:`Emulation`, or a class) as the vocabulary word ``obj.__name__``."""
-    WORDS[obj.__name__] = "word"
-    return obj
-
-
-def builder(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Mark method ``fn(self, value)`` as the builder of the vocabulary word ``fn.__name__``."""
-    WORDS[fn.__name__] = "builder"
-    return fn
+for _graphs in (CUDAGraph, graph, graph_pool_handle, make_graphed_callables, capturing):
+    assert _graphs.__name__ in WORDS  # :mod:`.graphs`' words, found here by name
 
 
 def unsupported(name: str, why: str, is_class: bool, target: torch.device) -> Any:

@@ -32,7 +32,7 @@ import torch.utils._device
 
 from torchdevice.callers import torch_internal
 from torchdevice.device.aten import cpp_device
-from torchdevice.device.residence import MARK, PINNED, device_index, mark_of
+from torchdevice.device.residence import MARK, PINNED, device_index, mark_of, on_device
 from torchdevice.device.target import Target
 from torchdevice.device.to_arguments import parse_to
 from torchdevice.patching import Patcher
@@ -299,19 +299,16 @@ def _get_device(original: Any) -> Any:
     return get_device
 
 
-def _residence_property(name: str, on_device: bool, target: Target) -> property:
-    """``is_cuda``/``is_cpu``: a device tensor's answer on a GPU for the program (on the CPU target a marked
-    tensor, elsewhere a tensor of the target: of its device in C++, or one it shows, as hosted tensors); torch's
-    own code gets the machine's (it would take CUDA-only paths)."""
+def _residence_property(name: str, answer: bool, target: Target) -> property:
+    """``is_cuda``/``is_cpu``: a device tensor's answer on a GPU for the program (:func:`on_device`); torch's own
+    code gets the machine's (it would take CUDA-only paths)."""
     real = vars(torch._C.TensorBase)[name].__get__
-    host_target = target.device.type == "cpu"
-    types = {target.device.type, (target.shown or target.device).type}
+    there = on_device(target)
 
     def get(self: torch.Tensor) -> bool:
-        there = device_index(self) is not None if host_target else cpp_device(self).type in types
-        if not there or torch_internal():
+        if not there(self) or torch_internal():
             return real(self)
-        return on_device
+        return answer
 
     return property(get, doc=vars(torch._C.TensorBase)[name].__doc__)
 

@@ -4,7 +4,7 @@ GPU's), where the device is torch's ``simulated``.
 While the simulation is installed (every patch through the runtime's patcher):
 
 - device tensors and their storages say they are on the profile's device (``mps:0``, ``cuda:1``: ``x.device``,
-  ``x.is_mps``/``x.is_cuda``, printing, ``x.untyped_storage().device``), as a Mac's or a GPU's do, to the program
+  ``x.is_mps``, printing, ``x.untyped_storage().device``), as a Mac's or a GPU's do, to the program
   and the libraries it uses; torch's own code, which computes with them, gets their device as torch knows it;
 - on the Mac, ``torch.backends.mps`` says MPS is built and available, on the simulated macOS version
   (:func:`torchdevice.device.limits.macos`), so libraries that pick ``"mps"`` themselves (transformers, peft) do, and
@@ -52,7 +52,6 @@ from torchdevice.simulated.device import (
 from torchdevice.simulated.profile import Profile
 
 _IS_MPS = vars(torch._C.TensorBase)["is_mps"].__get__
-_IS_CUDA = vars(torch._C.TensorBase)["is_cuda"].__get__
 _STORAGE_DEVICE = vars(torch._C.StorageBase)["device"].__get__
 
 
@@ -74,11 +73,8 @@ def activate(patcher: Patcher, profile: Profile, macos: tuple[int, int] | None =
 
     patcher.set(torch.Tensor, "device", property(device, doc=torch.Tensor.device.__doc__))
     patcher.set(torch.UntypedStorage, "device", property(storage_device))
-    if profile.type == "mps":
+    if profile.type == "mps":  # (``is_cuda``, for every target, is the runtime's)
         _as_a_mac(patcher, macos or (14, 0))
-    else:
-        patcher.set(torch.Tensor, "is_cuda", property(lambda self: cpp_device(self).type == NAME or _IS_CUDA(self),
-                                                      doc=torch.Tensor.is_cuda.__doc__))
     # ``Module.to`` keeps each parameter object (an optimizer built before ``model.cuda()`` trains it): on a Mac by
     # assigning its data, which torch allows between the host and MPS and not with the device that stands for it
     # here; the compiled backend assigns it as torch does for MPS, the Python one can only swap the parameters'
