@@ -89,8 +89,14 @@ class Ledger:
 
 def on_device(target: Target) -> Callable[[torch.Tensor], bool]:
     """Whether a tensor is one of ``target``'s devices' (what the program calls a CUDA tensor): on the CPU target a
-    marked tensor, elsewhere a tensor of the target, of its device in C++ or one it shows (hosted tensors)."""
+    marked tensor, elsewhere one :func:`of_target`."""
     if target.device.type == "cpu":
         return lambda t: device_index(t) is not None
+    return of_target(target)
+
+
+def of_target(target: Target) -> Callable[[torch.Tensor], bool]:
+    """Whether a tensor is of ``target``'s device in C++, or one it shows (hosted tensors): on the CPU target every
+    host tensor."""
     types = {target.device.type, (target.shown or target.device).type}
     return lambda t: cpp_device(t).type in types

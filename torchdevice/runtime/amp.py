@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from torchdevice.device.residence import on_device
+from torchdevice.device.residence import of_target
 from torchdevice.patching import Patcher
 from torchdevice.runtime import autocast_policy
 from torchdevice.runtime.emulation import Emulation
@@ -62,7 +62,7 @@ def patch(patcher: Patcher, r: Installation, emulation: Emulation) -> None:
         costs ~0.1 s: a program that never autocasts does not pay it); undone by ``uninstall()``."""
         with lock:
             if not registered:
-                autocast_policy.activate(patcher, on_device(r.target), r.target.autocast_key)
+                autocast_policy.activate(patcher, of_target(r.target), r.target.autocast_key)
                 registered.append(True)
 
     @functools.wraps(autocast_enter)

@@ -41,8 +41,8 @@ Kernel = Callable[..., Any]
 
 
 def activate(patcher: Patcher, on_target: Callable[[torch.Tensor], bool], key: str) -> None:
-    """Register CUDA's policy on autocast dispatch ``key`` (the target's), casting the tensors ``on_target`` (the
-    device tensors, whoever asks), until ``patcher.restore()``."""
+    """Register CUDA's policy on autocast dispatch ``key`` (the target's), casting the tensors ``on_target`` (of the
+    target's device, whoever asks), until ``patcher.restore()``."""
     from torchdevice_generated.autocast_table import POLICY
 
     library = torch.library.Library("aten", "IMPL")
