@@ -1,0 +1,34 @@
+"""The prepared GPU comparison (``compare_with_gpu.py``) runs every probe under cuda-sim on any machine, and its
+answers are what a GPU answers where the README says so (here, without a GPU, torch's CUDA sources are the
+reference for the expected answers below)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).with_name("compare_with_gpu.py")
+SAME_DEVICE = ("RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 "
+               "and cpu!")
+
+
+@pytest.mark.processes
+def test_every_probe_runs_under_cuda_sim_and_answers_as_a_gpu():
+    done = subprocess.run([sys.executable, str(SCRIPT), "--sim-only"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    answers = json.loads(done.stdout)
+    assert answers["device"] == "device(type='cuda', index=0)" and answers["is_cuda"] == "True"
+    for line in ("stack with cpu", "cpu batch", "cpu target", "cpu indices", "cpu condition", "in place from cpu",
+                 "cat", "matmul"):
+        assert answers[line] == SAME_DEVICE, line
+    assert answers["cpu index"] == "[0.0, 2.0]" and answers["cpu scalar"] == "device(type='cuda', index=0)"
+    assert (answers["allocated 1000 floats"], answers["allocated 1 byte"]) == ("4096", "512")
+    assert answers["out of memory"].startswith("OutOfMemoryError: CUDA out of memory. Tried to allocate 4096.00 GiB.")
+    assert answers["invalid ordinal"] == "AcceleratorError: CUDA error: invalid device ordinal"
+    assert answers["deterministic pooling backward"].startswith(
+        "RuntimeError: adaptive_avg_pool2d_backward_cuda does not have a deterministic implementation")
+    assert answers["capture then item"].endswith("operation not permitted when stream is capturing")
