@@ -8,7 +8,7 @@ JOBS   ?= auto
 # package itself declares the range it supports (pyproject.toml).
 PIP_INSTALL := $(PY) -m pip install -q -c constraints.txt
 
-.PHONY: venv browser demo test test-fast test-consistency external-suites catalog mps-messages generate check-generated status bench lint wheel clean
+.PHONY: venv browser demo test test-fast test-consistency external-suites catalog mps-messages cuda-alerts generate check-generated status bench lint wheel clean
 
 $(STAMP): pyproject.toml constraints.txt torchdevice.pth
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -70,6 +70,14 @@ mps-messages: $(STAMP)
 	$(PY) -m pip download -q --no-deps --only-binary=:all: --platform macosx_14_0_arm64 \
 		-d .cache/wheels "torch==$$($(PY) -c 'import torch; print(torch.__version__.split("+")[0])')"
 	$(PY) -m codegen.scan.mps_messages
+
+# torch's CUDA wheel for Linux x86-64, from PyPI (--isolated: a local find-links' CPU build of the same version is
+# not it); its code is read with binutils' objdump
+cuda-alerts: $(STAMP)
+	$(PY) -m pip download -q --isolated --no-deps --only-binary=:all: --platform manylinux_2_28_x86_64 \
+		--index-url https://pypi.org/simple -d .cache/wheels \
+		"torch==$$($(PY) -c 'import torch; print(torch.__version__.split("+")[0])')"
+	$(PY) -m codegen.scan.cuda_alerts
 
 generate: $(STAMP)
 	$(PY) -m codegen

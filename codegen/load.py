@@ -58,6 +58,8 @@ AUTOCAST = "autocast"
 """The scanned file of CUDA's autocast policy: facts about aten overloads, not entries."""
 MPS_MESSAGES = "mps_messages"
 """The scanned file of MPS's messages (from torch's macOS wheel): the texts limits.yaml's messages are made of."""
+CUDA_ALERTS = "cuda_alerts"
+"""The scanned file of CUDA's determinism alerts (from torch's CUDA wheel): the calls cuda_kernels.yaml curates."""
 SPARSE_MPS = "sparse_mps"
 """The scanned file of the overloads MPS has a sparse COO kernel of: facts about aten overloads, not entries."""
 FACTS = (AUTOCAST, SPARSE_MPS)
@@ -93,7 +95,8 @@ def load(catalog_dir: Path = CATALOG_DIR) -> Catalog:
     limits = load_limits(path, known, catalog_dir / "scanned" / f"{MPS_MESSAGES}.yaml", version) \
         if path.exists() else ()
     path = catalog_dir / "overlays" / "cuda_kernels.yaml"
-    alerts = load_alerts(path, known) if path.exists() else ()
+    alerts = load_alerts(path, known, catalog_dir / "scanned" / f"{CUDA_ALERTS}.yaml", version) \
+        if path.exists() else ()
     entries = [dataclasses.replace(e, status=status.get(e.name, e.status), **attached.get(e.name, {}))
                for e in entries]
     return Catalog(torch_version=version, entries=tuple(entries), device_patterns=patterns, mlx=mlx, rewrite=rules,
@@ -105,7 +108,7 @@ def load(catalog_dir: Path = CATALOG_DIR) -> Catalog:
 
 
 def _load_scanned(directory: Path) -> tuple[str, list[Entry]]:
-    files = sorted(p for p in directory.glob("*.yaml") if p.stem not in (*FACTS, MPS_MESSAGES))
+    files = sorted(p for p in directory.glob("*.yaml") if p.stem not in (*FACTS, MPS_MESSAGES, CUDA_ALERTS))
     if not files:
         raise CatalogError(directory, None, None, "no scanned catalog files; run `make catalog`")
     version = None
@@ -418,12 +421,41 @@ def load_limits(path: Path, known: dict[str, Entry], messages: Path, version: st
     return tuple(records)
 
 
-def load_alerts(path: Path, known: dict[str, Entry]) -> tuple[AlertRecord, ...]:
-    """CUDA's determinism alerts: overloads of the scanned catalog (torch's own ``torch.ops.aten``), the arguments
-    each clause reads parameters of every one of them."""
+def load_alert_calls(path: Path, version: str) -> dict[str, tuple[str, ...]]:
+    """The calls of ``alertNotDeterministic`` scanned from torch's CUDA wheel: alert name -> the functions making it."""
+    if not path.exists():
+        raise CatalogError(path, None, None, "no scanned CUDA alerts; `make cuda-alerts` scans torch's CUDA wheel")
+    calls: dict[str, tuple[str, ...]] = {}
+    for node in _scanned_list(path, version, "calls", "'torch_version', 'wheel' and 'calls'"):
+        named = {k.value: v.value for k, v in node.value} if isinstance(node, yaml.MappingNode) else {}
+        if set(named) != {"library", "function", "alert"}:
+            raise CatalogError(path, schema.line_of(node), None, "expected a record {library, function, alert}")
+        calls[named["alert"]] = (*calls.get(named["alert"], ()), named["function"])
+    return calls
+
+
+def _makes(function: str, made_by: str) -> bool:
+    """Whether ``function`` (as a source names it) is the scanned ``made_by``: ``put_`` of ``at::native::put_``,
+    ``avg_pool3d_backward_out_cuda`` of its structured kernel ``at::native::structured_avg_pool3d_backward_out_cuda::
+    impl``, a template's name of its instances."""
+    pattern = rf"(^|::)(structured_)?{re.escape(function)}(::impl|<.*>)?$"
+    return re.search(pattern, made_by) is not None
+
+
+def load_alerts(path: Path, known: dict[str, Entry], scanned: Path, version: str) -> tuple[AlertRecord, ...]:
+    """CUDA's determinism alerts: each a call scanned from torch's CUDA wheel (its name, made by the function its
+    source names), on overloads of the scanned catalog, the arguments each clause reads parameters of every one."""
+    calls = load_alert_calls(scanned, version)
     records = []
     for key, line, node in _keyed(path, "alert names"):
         rule = schema.build(AlertRule, node, path, key)
+        function = rule.source.split()[-1]
+        if rule.alert not in calls:
+            raise CatalogError(path, line, key, f"alert {rule.alert!r}: no call of torch {version}'s CUDA wheel "
+                               f"hands alertNotDeterministic that name ({scanned.name})")
+        if not any(_makes(function, made_by) for made_by in calls[rule.alert]):
+            raise CatalogError(path, line, key, f"source: {function} does not make the call; "
+                               f"{', '.join(calls[rule.alert])} does")
         for name in rule.overloads:
             entry = known.get(aten_entry(name))
             if entry is None or entry.kind != "op_overload":

@@ -7,7 +7,8 @@ records without writing. :mod:`~codegen.scan.walk` decides what is public,
 fill in each record, :mod:`~codegen.scan.write` emits the YAML. :mod:`~codegen.scan.autocast` adds CUDA's autocast
 policy (``autocast.yaml``) and :mod:`~codegen.scan.kernels` the overloads MPS has a sparse kernel of
 (``sparse_mps.yaml``): facts about aten overloads rather than entries. MPS's messages (``mps_messages.yaml``) come
-from torch's macOS wheel, not the installed torch: :mod:`~codegen.scan.mps_messages`.
+from torch's macOS wheel, not the installed torch: :mod:`~codegen.scan.mps_messages`; CUDA's determinism alerts
+(``cuda_alerts.yaml``) from torch's CUDA wheel: :mod:`~codegen.scan.cuda_alerts`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ AUTOCAST = "autocast"
 MPS_MESSAGES = "mps_messages"
 """The scanned file of MPS's messages (:mod:`~codegen.scan.mps_messages`), scanned from the macOS wheel, not the
 installed torch: kept as it is."""
+CUDA_ALERTS = "cuda_alerts"
+"""The scanned file of CUDA's determinism alerts (:mod:`~codegen.scan.cuda_alerts`), scanned from torch's CUDA wheel:
+kept as it is."""
 SPARSE_MPS = "sparse_mps"
 """The scanned file (``sparse_mps.yaml``) listing the overloads MPS has a sparse COO kernel of, not catalog entries."""
 FACTS = (AUTOCAST, SPARSE_MPS)
@@ -53,5 +57,5 @@ def entries() -> dict[str, list[dict[str, Any]]]:
 def scan(out_dir: Path = SCANNED_DIR) -> dict[str, int]:
     """Write the catalog files into ``out_dir``; return the entry count per group."""
     groups = {**entries(), AUTOCAST: autocast.records(), SPARSE_MPS: kernels.sparse_mps_records()}
-    write.write_files(Path(out_dir), torch_version(), groups, keep=(MPS_MESSAGES,))
+    write.write_files(Path(out_dir), torch_version(), groups, keep=(MPS_MESSAGES, CUDA_ALERTS))
     return {group: len(records) for group, records in groups.items()}
