@@ -35,7 +35,7 @@ PACKAGES: dict[str, tuple[str, str, str]] = {
 ``truth``, what the package does told the truth); the longest name that prefixes an imported module applies."""
 
 INTERPRETED: dict[str, tuple[tuple[str, ...], str]] = {
-    'triton': (('cpu', 'mps-sim'), "where triton is installed (Linux wheels), the runtime runs its kernels in Triton's interpreter on the host: a launch of the tutorial's vector add of 4,096 floats takes 5-9 ms, ~2,000x torch.add; kernels the interpreter cannot run (inline assembly, extern calls) raise an error naming them"),
+    'triton': (('cpu', 'mps-sim', 'cuda-sim'), "where triton is installed (Linux wheels), the runtime runs its kernels in Triton's interpreter on the host: a launch of the tutorial's vector add of 4,096 floats takes 5-9 ms, ~2,000x torch.add; kernels the interpreter cannot run (inline assembly, extern calls) raise an error naming them"),
 }
 """Module name (policy ``interpreted``) -> (the targets where the runtime runs it, what that costs)."""
 

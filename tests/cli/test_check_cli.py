@@ -119,3 +119,18 @@ def test_the_build_fixtures_are_flagged_where_they_say():
               for n, line in enumerate(path.read_text().splitlines(), 1)
               for m in re.finditer(r"# expect: (\w+) (\S+)", line)}
     assert _flagged(done) == marked
+
+
+def test_on_the_simulated_gpu_float64_and_mps_fallbacks_are_no_findings_and_cuda_only_packages_are(tmp_path):
+    program = tmp_path / "train.py"
+    program.write_text("import torch\nimport triton\n"
+                       "x = torch.randn(3).cuda()\n"
+                       "y = x.double().cumsum(0)\n"
+                       "torch.cuda.synchronize()\n")
+    findings = {target: json.loads(check(program, "--target", target, "--json").stdout)["findings"]
+                for target in ("mps-sim", "cuda-sim")}
+    names = {target: {f["name"] for f in found} for target, found in findings.items()}
+    assert ".double()" in names["mps-sim"] and ".double()" not in names["cuda-sim"]  # a GPU has float64
+    assert {"triton", "torch.cuda.synchronize", ".cuda()"} <= names["cuda-sim"]
+    moved = next(f for f in findings["cuda-sim"] if f["name"] == ".cuda()")
+    assert moved["severity"] == "info" and "cuda:0 (simulated)" in moved["message"]

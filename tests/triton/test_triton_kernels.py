@@ -32,13 +32,14 @@ def run(*args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.processes
-@pytest.mark.parametrize("target", ["cpu", "mps-sim"])
+@pytest.mark.parametrize("target", ["cpu", "mps-sim", "cuda-sim"])
 def test_the_tutorials_kernels_give_pytorchs_results_and_are_reported(tmp_path, target):
     out, report = tmp_path / "out.pt", tmp_path / "report.json"
     done = run("-m", "torchdevice", "run", "--target", target, "--report", str(report), str(PROGRAM), str(out))
     assert done.returncode == 0, done.stdout + done.stderr
     r = torch.load(out)
-    assert r["device"] == ("cpu" if target == "cpu" else "mps:0") and r["is_cuda"] and r["do_bench_ms"] > 0
+    assert r["device"] == {"cpu": "cpu", "mps-sim": "mps:0", "cuda-sim": "cuda:0"}[target] and r["is_cuda"]
+    assert r["do_bench_ms"] > 0
     torch.testing.assert_close(r["add"], r["x"] + r["y"])
     torch.testing.assert_close(r["softmax"], torch.softmax(r["s"], dim=1))
     torch.testing.assert_close(r["matmul"], r["a"] @ r["b"])
@@ -119,7 +120,7 @@ def scale_kernel(x_ptr, out_ptr, n, factor, BLOCK: tl.constexpr):
     tl.store(out_ptr + offsets, times(tl.load(x_ptr + offsets, mask=mask), factor), mask=mask)
 
 
-@pytest.mark.parametrize("target", ["cpu", "mps-sim"])
+@pytest.mark.parametrize("target", ["cpu", "mps-sim", "cuda-sim"])
 def test_a_kernel_decorated_before_the_installation_runs_interpreted_on_the_device_memory(target):
     assert type(scale_kernel).__name__ == type(times).__name__ == "JITFunction"  # it calls times, a device function
     x = torch.randn(100)

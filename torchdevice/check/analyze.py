@@ -112,7 +112,7 @@ class _Checker(ast.NodeVisitor):
     def __init__(self, path: str, target: str, source: str) -> None:
         self.path, self.target, self.source = path, target, source
         self.lines: list[str] | None = None
-        self.device = "mps" if target == "mps-sim" else target
+        self.device = {"mps-sim": "mps", "cuda-sim": "cuda:0 (simulated)"}.get(target, target)
         self.imports = ImportMap()
         self.may_build = ".cu" in source
         """Whether the text may name a CUDA source (``.cu``, ``.cuh``)."""

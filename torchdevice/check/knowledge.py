@@ -87,8 +87,9 @@ def missing_on_mps() -> dict[str, tuple[tuple[str, ...], bool, bool]]:
 
 
 def missing(name: str, target: str) -> MissingCall | None:
-    """The public entry ``name`` when the target lacks a kernel it reaches (the CPU lacks none)."""
-    if target == "cpu":
+    """The public entry ``name`` when the target lacks a kernel it reaches (the CPU, and so the table, knows no lack
+    of the CPU's or of a GPU's)."""
+    if target in ("cpu", "cuda-sim"):
         return None
     found = missing_on_mps().get(name)
     return MissingCall(name, *found) if found is not None else None
@@ -97,6 +98,6 @@ def missing(name: str, target: str) -> MissingCall | None:
 @functools.cache
 def tensor_methods(target: str) -> frozenset[str]:
     """Names of ``torch.Tensor`` methods the target lacks kernels for (``take``, ``put_``)."""
-    if target == "cpu":
+    if target in ("cpu", "cuda-sim"):
         return frozenset()
     return frozenset(name.rpartition(".")[2] for name in missing_on_mps() if name.startswith("torch.Tensor."))

@@ -33,7 +33,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="+", metavar="PATH",
                         help="files, or directories to search for *.py and *.ipynb files")
     parser.add_argument("--target", choices=TARGETS, default="mps",
-                        help="where the program will run (default: mps; mps-sim: the simulated MPS target)")
+                        help="where the program will run (default: mps; mps-sim, cuda-sim: the simulated Mac, the "
+                             "simulated NVIDIA GPU)")
     parser.add_argument("--json", action="store_true", help="print the findings as JSON")
     parser.add_argument("--show-info", action="store_true", help="print info findings line by line too")
     parser.add_argument("--config", metavar="FILE", help="a pyproject.toml to read [tool.torchdevice] from")

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-TARGETS = ("mps", "cpu", "mps-sim")
-"""``mps-sim``: the simulated MPS target (the CPU with MPS's missing kernels), which lacks what MPS lacks."""
+TARGETS = ("mps", "cpu", "mps-sim", "cuda-sim")
+"""``mps-sim``: the simulated MPS target (the CPU with MPS's missing kernels), which lacks what MPS lacks;
+``cuda-sim``: the simulated NVIDIA GPU, whose lacks the check table does not list (a few dozen rare overloads)."""
 
 
 @dataclass(frozen=True)
