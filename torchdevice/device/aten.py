@@ -12,10 +12,10 @@ routes, hosted tensors and the simulated device walk every call they run.
 from __future__ import annotations
 
 import keyword
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache, cached_property
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import torch
 
@@ -64,6 +64,8 @@ def overload(name: str) -> torch._ops.OpOverload | None:
         return None
 
 
+_Row = TypeVar("_Row")
+_Made = TypeVar("_Made")
 Kernel = Callable[..., Any]
 """A kernel as torch.library calls one registered ``with_keyset``: ``kernel(keyset, *args, **kwargs)``."""
 _COMPOSITE = ("CompositeExplicitAutogradNonFunctional", "CompositeExplicitAutograd", "CompositeImplicitAutograd")
@@ -102,6 +104,33 @@ def _in_place(op: torch._ops.OpOverload) -> torch._ops.OpOverload | None:
     found = overload(f"{op._opname}_")
     same = found is not None and OpSchema.of(found).names == tuple(n for n in OpSchema.of(op).names if n != "out")
     return found if same else None
+
+
+class ByOverload(Generic[_Row, _Made]):
+    """A generated table's rows by the aten overloads they name (``overloads``; ``skip``: a name that is no
+    overload), and what ``make(row, op)`` makes of an overload's rows, made once per overload."""
+
+    def __init__(self, rows: Iterable[_Row], make: Callable[[_Row, torch._ops.OpOverload], _Made],
+                 skip: str = "") -> None:
+        table: dict[str, list[_Row]] = {}
+        for row in rows:
+            for name in row.overloads:  # type: ignore[attr-defined]
+                if name != skip:
+                    table.setdefault(name, []).append(row)
+        self.rows = {name: tuple(found) for name, found in table.items()}
+        self.make = make
+        self._made: dict[torch._ops.OpOverload, tuple[_Made, ...]] = {}
+
+    def of(self, op: torch._ops.OpOverload) -> tuple[_Made, ...]:
+        """What ``op``'s rows make (none for most ops: a dictionary look-up)."""
+        found = self._made.get(op)
+        if found is None:
+            found = self._made[op] = tuple(self.make(row, op) for row in self.rows.get(op._name, ()))
+        return found
+
+    def names(self) -> tuple[str, ...]:
+        """The dispatcher names of the overloads with rows, sorted."""
+        return tuple(sorted(self.rows))
 
 
 @dataclass(frozen=True, eq=False)

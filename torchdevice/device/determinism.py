@@ -27,6 +27,7 @@ import torch
 from torchdevice_generated.cuda_kernels_table import ALERTS
 
 from torchdevice.callers import outside
+from torchdevice.device.aten import ByOverload
 from torchdevice.records.determinism import AlertRow
 
 __all__ = ["Alert", "alerting", "alerts_of", "check", "message"]
@@ -127,23 +128,13 @@ class Alert:
 
 
 @cache
-def _by_overload() -> dict[str, tuple[AlertRow, ...]]:
-    table: dict[str, list[AlertRow]] = {}
-    for row in ALERTS:
-        for name in row.overloads:
-            table.setdefault(name, []).append(row)
-    return {name: tuple(rows) for name, rows in table.items()}
-
-
-_OF: dict[Any, tuple[Alert, ...]] = {}
+def _by_overload() -> ByOverload[AlertRow, Alert]:
+    return ByOverload(ALERTS, Alert)
 
 
 def alerts_of(op: torch._ops.OpOverload) -> tuple[Alert, ...]:
     """The determinism alerts of ``op``'s CUDA kernel (none for most ops)."""
-    found = _OF.get(op)
-    if found is None:
-        found = _OF[op] = tuple(Alert(row, op) for row in _by_overload().get(op._name, ()))
-    return found
+    return _by_overload().of(op)
 
 
 def check(op: torch._ops.OpOverload, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
@@ -155,7 +146,7 @@ def check(op: torch._ops.OpOverload, args: Sequence[Any], kwargs: dict[str, Any]
 
 def alerting() -> tuple[str, ...]:
     """The dispatcher names of the overloads with alerts, sorted."""
-    return tuple(sorted(_by_overload()))
+    return _by_overload().names()
 
 
 # -- the clauses (torchdevice.records.determinism.CLAUSES), each compiled once per alert ------------------------------

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from torchdevice_generated.limits_table import LIMITS
 
-from torchdevice.device.aten import leaves, overload
+from torchdevice.device.aten import ByOverload, leaves, overload
 from torchdevice.records.limits import ANY, LimitRow
 
 __all__ = ["ANY", "DEFAULT_MACOS", "MACOS_VARIABLE", "Limit", "generic", "limited", "limits_of", "macos",
@@ -220,29 +220,18 @@ def backend_patterns(backend: str) -> tuple[tuple[LimitRow, re.Pattern[str]], ..
 
 
 @cache
-def _by_overload() -> dict[str, tuple[LimitRow, ...]]:
-    table: dict[str, list[LimitRow]] = {}
-    for row in LIMITS:
-        for name in row.overloads:
-            if name != ANY:
-                table.setdefault(name, []).append(row)
-    return {name: tuple(rows) for name, rows in table.items()}
-
-
-_OF: dict[Any, tuple[Limit, ...]] = {}
+def _by_overload() -> ByOverload[LimitRow, Limit]:
+    return ByOverload(LIMITS, Limit, skip=ANY)
 
 
 def limits_of(op: torch._ops.OpOverload) -> tuple[Limit, ...]:
     """The limits of ``op`` (none for most ops)."""
-    found = _OF.get(op)
-    if found is None:
-        found = _OF[op] = tuple(Limit(row, op) for row in _by_overload().get(op._name, ()))
-    return found
+    return _by_overload().of(op)
 
 
 def limited() -> tuple[str, ...]:
     """The dispatcher names of the overloads with limits, sorted."""
-    return tuple(sorted(_by_overload()))
+    return _by_overload().names()
 
 
 @cache
