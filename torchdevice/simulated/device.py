@@ -210,7 +210,7 @@ def allocated() -> int:
 
 
 def _device_module() -> types.ModuleType:
-    """``torch.mps_sim``: what torch's own code asks of a backend's device module."""
+    """``torch.simulated``: what torch's own code asks of a backend's device module."""
     module = types.ModuleType(f"torch.{NAME}", "The simulated devices' module (torchdevice).")
     module.is_available = lambda: _powered[0] > 0  # type: ignore[attr-defined]
     module.is_initialized = lambda: True  # type: ignore[attr-defined]
