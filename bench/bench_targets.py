@@ -27,6 +27,8 @@ ENV = {k: v for k, v in os.environ.items() if not k.startswith("TORCHDEVICE_")}
 
 
 def _programs(out: Path) -> dict[str, list[str]]:
+    for name in ("hf", "diffusers", "yolo"):
+        (out / name).mkdir()
     return {
         "GPT training (examples/gpt_train.py, 20 steps)": [str(ROOT / "examples" / "gpt_train.py"), "--steps", "20"],
         "HF Trainer, tiny GPT-2": [str(PROGRAMS / "hf_trainer.py"), str(out / "hf")],
