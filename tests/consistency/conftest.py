@@ -1,4 +1,4 @@
-"""The consistency tier: its target, and the pass rate over all samples."""
+"""The consistency tier: its target, and the pass rate over all samples (and with the expected failures)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,10 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    if _samples["samples"]:
+    total, passed, expected = _samples["samples"], _samples["passed"], _samples["expected"]
+    if total:
         target = config.getoption("--consistency-target")
         terminalreporter.write_line(
-            f"consistency on {target}: {_samples['passed']:,} of {_samples['samples']:,} samples match the CPU's "
-            f"({100 * _samples['passed'] / _samples['samples']:.2f}%)")
+            f"consistency on {target}: {passed:,} of {total:,} samples match the CPU's ({100 * passed / total:.2f}%); "
+            f"{expected:,} others fail as expected_failures.yaml expects "
+            f"({100 * (passed + expected) / total:.2f}% match or fail as expected)")

@@ -3,7 +3,8 @@
 In the spirit of PyTorch's ``TestConsistency`` (``test/test_mps.py``): for each op of PyTorch's OpInfo
 database (``op_db``) and each dtype that both CUDA and the CPU support (a case, ``OP-DTYPE``), the op's
 samples are made with ``device="cuda"`` with the runtime installed on the target
-(``--consistency-target``: ``mps-sim``, the simulated Mac, by default, or ``cpu``) and the op runs on
+(``--consistency-target``: ``mps-sim``, the simulated Mac, by default, ``cuda-sim``, the simulated GPU, or
+``cpu``) and the op runs on
 each there; its outcome, copied to the CPU, must be what the op does natively (the runtime not
 installed) on a CPU copy of the same sample, made before the call (:func:`outcomes.assert_same`: the
 same exception, type and message, or the same result type, dtype, shape and values within the
@@ -16,10 +17,10 @@ of each sample's tensors that keep their layout (strides, storage offsets, the r
 Ops whose values cannot be compared across devices are skipped, with OpInfo's reason: a
 nondeterministic output (uninitialized memory), or random or undefined values (PyTorch's own
 ``test_compare_cpu`` skips them). Expected failures are data, ``expected_failures.yaml``: one
-record per group of cases that fail for one reason, with ``cpu: fails`` where the target ``cpu``
-fails them too (then they are expected failures there as well) or ``cpu: passes``; a listed case that
-passes fails the tier. Each case reports how many of its samples passed, and the tier's summary the
-pass rate over all samples (``conftest.py``).
+record per group of cases that fail for one reason, with the ``targets`` it fails them on (a case is an
+expected failure there only); a listed case that passes on one of them fails the tier. Each case reports how many
+of its samples passed (and, an expected failure, how many failed as expected), and the tier's summary the pass rate
+over all samples (``conftest.py``).
 """
 
 from __future__ import annotations
@@ -51,12 +52,14 @@ UNDEFINED = ("non-deterministic", "undefined")
 """Words of the reasons PyTorch's ``test_compare_cpu`` skips an op for that say its values are random or
 undefined (its other skips are tolerances of CUDA's kernels, which this tier does not run)."""
 EXPECTED_FAILURES = Path(__file__).with_name("expected_failures.yaml")
+TARGETS = ("mps-sim", "cuda-sim", "cpu")
+"""The targets the tier runs on (``--consistency-target``)."""
 
 
 @cache
 def expected_failures() -> dict[tuple[str, str], ExpectedFailure]:
     """(op, dtype) -> why the case fails, from :data:`EXPECTED_FAILURES`."""
-    return load(EXPECTED_FAILURES, {"cpu": ("fails", "passes")})
+    return load(EXPECTED_FAILURES, lists={"targets": TARGETS})
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -100,12 +103,14 @@ def test_expected_failures_name_cases_of_the_tier():
 def test_op_matches_the_cpu(op: OpInfo, dtype: torch.dtype, target: str, request: pytest.FixtureRequest,
                             record_property: Callable[[str, object], None]) -> None:
     failure = expected_failures().get((op.full_name, dtype_name(dtype)))
-    if failure is not None and (target == "mps-sim" or failure.extra["cpu"] == "fails"):
+    expected = failure is not None and target in failure.extra["targets"]
+    if expected:
         request.applymarker(pytest.mark.xfail(strict=True, raises=AssertionError,
                                               reason=f"{failure.group} (expected_failures.yaml)"))
     differences = _compared_op(op.full_name, target)[dtype]
     record_property("samples", len(differences))
     record_property("passed", differences.count(None))
+    record_property("expected", (len(differences) - differences.count(None)) if expected else 0)
     assert differences, "no sample"
     found = [d for d in differences if d is not None]
     assert not found, f"{len(found)} of {len(differences)} samples differ from the CPU's:\n" + "\n".join(found[:3])
@@ -117,16 +122,22 @@ def test_the_tier_fails_other_values_and_other_errors(target: str) -> None:
     assert compared(sin, [torch.float32], target)[torch.float32] == [None] * samples and samples
 
     def off(x: torch.Tensor) -> torch.Tensor:  # other values on the target
-        return torch.sin(x) + (1e-3 if torchdevice.target().type != "cuda" else 0.0)
+        return torch.sin(x) + (1e-3 if installed() else 0.0)
 
     def refuses(x: torch.Tensor) -> torch.Tensor:  # an error on the target only
-        if torchdevice.target().type != "cuda":
+        if installed():
             raise RuntimeError("refused")
         return torch.sin(x)
 
     for fn, message in ((off, "not close"), (refuses, "got RuntimeError: refused; native: ")):
         differences = compared(_with_op(sin, fn), [torch.float32], target)[torch.float32]
         assert len(differences) == samples and all(message in str(d) for d in differences), differences
+
+
+def installed() -> bool:
+    """Whether the runtime is installed (a call on the target) rather than not (natively): ``torchdevice.target()``
+    is ``cuda`` itself then, and the target's device while installed (``cuda:0`` on cuda-sim)."""
+    return torchdevice.target() != torch.device("cuda")
 
 
 def _with_op(op: OpInfo, fn: Callable[..., Any]) -> OpInfo:

@@ -21,11 +21,13 @@ class ExpectedFailure:
     """The suite's own fields of the record."""
 
 
-def load(path: Path, choices: Mapping[str, tuple[str, ...]] | None = None) -> dict[tuple[str, str], ExpectedFailure]:
+def load(path: Path, choices: Mapping[str, tuple[str, ...]] | None = None,
+         lists: Mapping[str, tuple[str, ...]] | None = None) -> dict[tuple[str, str], ExpectedFailure]:
     """(op, check) -> its record's failure; ``choices``: the suite's own fields, each with the values it
-    may take. A malformed record is an error naming the file and the record."""
-    choices = choices or {}
-    fields = {"group", "reason", "cases", *choices}
+    may take; ``lists``: its fields that hold a list of such values (a tuple in ``extra``). A malformed record is
+    an error naming the file and the record."""
+    choices, lists = choices or {}, lists or {}
+    fields = {"group", "reason", "cases", *choices, *lists}
     out: dict[tuple[str, str], ExpectedFailure] = {}
     for n, record in enumerate(yaml.safe_load(path.read_text(encoding="utf-8")) or [], 1):
         where = f"{path.name}: record {n}"
@@ -34,10 +36,15 @@ def load(path: Path, choices: Mapping[str, tuple[str, ...]] | None = None) -> di
         where += f" ({record['group']})"
         for name, allowed in choices.items():
             assert record[name] in allowed, f"{where}: {name} is {record[name]!r}, one of {allowed} expected"
+        for name, allowed in lists.items():
+            value = record[name]
+            assert isinstance(value, list) and value and set(value) <= set(allowed) and len(set(value)) == len(value), (
+                f"{where}: {name} is {value!r}, a list of distinct values of {allowed} expected")
         cases = record["cases"]
         assert isinstance(cases, dict) and all(isinstance(v, list) for v in cases.values()), (
             f"{where}: cases must map each op to a list")
-        failure = ExpectedFailure(str(record["group"]), str(record["reason"]), {name: record[name] for name in choices})
+        extra = {**{name: record[name] for name in choices}, **{name: tuple(record[name]) for name in lists}}
+        failure = ExpectedFailure(str(record["group"]), str(record["reason"]), extra)
         for op, checks in cases.items():
             for check in checks:
                 assert (op, check) not in out, f"{where}: ({op}, {check}) listed twice"

@@ -34,6 +34,7 @@
 #include <unordered_map>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <unordered_set>
 #include <vector>
 
@@ -431,6 +432,8 @@ struct Call {
           impl->storage_offset() != view_impl->storage_offset()) {
         impl->set_sizes_and_strides(view_impl->sizes(), view_impl->strides(), view_impl->storage_offset());
       }
+      impl->_set_conj(view_impl->is_conj());  // a kernel may flip them (linalg_lu_solve's out= with left=False)
+      impl->_set_neg(view_impl->is_neg());
     }
   }
 };
@@ -465,6 +468,34 @@ bool is_a(const c10::TypePtr& type, c10::TypeKind kind) {
          (type->kind() == c10::TypeKind::OptionalType && type->castRaw<c10::OptionalType>()->getElementType()->kind() == kind);
 }
 
+// The in-place overload `X_` to run for an `X.out` call on the stack whose `out=` is its `self`: how the composite code
+// of `X_` (addr_) calls it, where the CPU's kernel sees one tensor (`&result == &self`) and checks it as `X_` does;
+// boxed, the two are two tensors to it.
+std::optional<c10::OperatorHandle> in_place_of_out(const c10::OperatorHandle& op, const torch::jit::Stack& stack,
+                                                   size_t first) {
+  const auto& schema = op.schema();
+  const auto& arguments = schema.arguments();
+  if (schema.overload_name() != "out" || arguments.size() < 2 || arguments.back().name() != "out") {
+    return std::nullopt;
+  }
+  const c10::IValue& self = stack[first];
+  const c10::IValue& out = stack[first + arguments.size() - 1];
+  if (!self.isTensor() || !out.isTensor() ||
+      self.toTensor().unsafeGetTensorImpl() != out.toTensor().unsafeGetTensorImpl()) {
+    return std::nullopt;
+  }
+  auto twin = c10::Dispatcher::singleton().findOp({schema.name() + "_", ""});
+  if (!twin || twin->schema().arguments().size() != arguments.size() - 1) {
+    return std::nullopt;
+  }
+  for (size_t i = 0; i + 1 < arguments.size(); i++) {
+    if (twin->schema().arguments()[i].name() != arguments[i].name()) {
+      return std::nullopt;
+    }
+  }
+  return twin;
+}
+
 // Placed: whether a host tensor that is not a scalar, or tensors of two devices, are refused; Checked: whether the call is
 // refused at all (copies are not: the device holds what it holds).
 template <bool Placed, bool Checked = true>
@@ -497,7 +528,13 @@ void kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stac
                 ":", static_cast<int>(call.index), " and ",
                 call.other >= 0 ? shown_type + ":" + std::to_string(call.other) : std::string("cpu"), "!");
   }
-  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  auto in_place = in_place_of_out(op, *stack, first);
+  if (in_place) {
+    stack->pop_back();  // its out=, which is its self
+    in_place->redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  } else {
+    op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+  }
   call.sync();
   auto results = op.schema().returns().size();
   auto to_device = [&call](const at::Tensor& t) { return call.to_device(t); };

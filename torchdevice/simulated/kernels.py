@@ -87,6 +87,10 @@ _OVERRIDABLE = {"convolution_overrideable": _aten.convolution.default,
                 "convolution_backward_overrideable": _aten.convolution_backward.default}
 """Ops torch's composite code calls for a device it has no branch for (where a Mac runs MPS's own convolution):
 the CPU's equivalent computes them."""
+_CUDA_BRANCHES = (_aten.conj_physical_.default, _aten.mode.values)
+"""Composite kernels with a branch for CUDA that no ``PrivateUse1`` backend has (``conj_physical_`` calls CUDA's
+DispatchStub, ``mode``'s ``out=`` runs on the CPU, CUDA and XPU only): a GPU computes them as the CPU does (a Mac
+refuses them, as its limits table says)."""
 _WHOLE = tuple(getattr(getattr(_aten, op), overload) for op in ("lstm", "gru", "rnn_tanh", "rnn_relu")
                for overload in ("input", "data"))
 """Recurrent layers, which a Mac runs as one MPS kernel (``_lstm_mps``) or decomposed into MPS's matrix products,
@@ -290,13 +294,14 @@ class SimulatedKernels:
         """The overloads that MPS, like the CPU, computes with a kernel of its own where torch also has a composite
         one for other devices (structured ops' functional and in-place overloads, which would call the ``out=``
         overload and pay an extra output; ``addr``, ``native_layer_norm``, whose composite code checks less): those
-        the table does not refuse or have MPS compose."""
+        the table does not refuse or have MPS compose; and on a GPU, :data:`_CUDA_BRANCHES`."""
         found = {*torch._C._dispatch_get_registrations_for_dispatch_key("CompositeExplicitAutogradNonFunctional"),
                  *torch._C._dispatch_get_registrations_for_dispatch_key("CompositeExplicitAutograd")}
         names = [name for name in sorted(found) if name.startswith("aten::") and name not in self.missing_overloads
                  and name not in self.composed and name.partition(".")[0].removeprefix("aten::") not in self.missing
                  and torch._C._dispatch_has_kernel_for_dispatch_key(name, "CPU")]
-        return [op for op in map(overload, names) if op is not None]
+        gpu = _CUDA_BRANCHES if self.profile.type == "cuda" else ()
+        return [*(op for op in map(overload, names) if op is not None), *gpu]
 
     def _in_cpp(self) -> tuple[list[str], list[str]]:
         """The overloads the compiled backend's kernel computes (:mod:`.backend`: the CPU's kernel on host views of
@@ -578,8 +583,9 @@ def _place(x: Any, own: dict[int, torch.Tensor]) -> Any:
         indices = _place(x._indices(), own)
         return _sparse_coo(indices, _place(x._values(), own), x, cpp_device(indices))
     if x.layout != torch.strided:
-        raise NotImplementedError(f"torchdevice: {x.layout} tensors are not simulated on the simulated Mac "
-                                  "(a Mac runs some of their ops); run this program on the cpu target")
+        device = "the simulated Mac (a Mac runs some of their ops)" if active().type == "mps" else "a simulated GPU"
+        raise NotImplementedError(f"torchdevice: {x.layout} tensors are not simulated on {device}; run this program "
+                                  "on the cpu target")
     return device_tensor(x.resolve_conj().resolve_neg())
 
 
