@@ -269,3 +269,12 @@ def test_a_captured_training_step_replays_as_eager_steps(gpu):
     with pytest.raises(torch.AcceleratorError, match="operation not permitted when stream is capturing"):
         with torch.cuda.graph(torch.cuda.CUDAGraph()):
             captured(static_x).sum().item()  # a GPU cannot read a value back while capturing
+
+
+def test_a_gpu_after_the_simulated_mac_counts_its_memory_as_cuda_does():
+    with torchdevice.installed("mps-sim"):
+        kept = torch.empty(1000, device="cuda")  # 4,000 bytes, counted byte for byte on a Mac
+    with torchdevice.installed("cuda-sim"):
+        assert torch.cuda.memory_reserved() % (2 << 20) == 0 and torch.cuda.memory_reserved() > 0
+        assert torch.cuda.max_memory_allocated() == torch.cuda.memory_allocated()
+    del kept

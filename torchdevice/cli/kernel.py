@@ -14,7 +14,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
     actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
     install = actions.add_parser("install", help="register the kernel \"Python 3 (torchdevice)\" with Jupyter")
-    install.add_argument("--target", metavar="{cpu,mps,mps-sim,cuda}",
+    install.add_argument("--target", metavar="{cpu,mps,mps-sim,cuda-sim,cuda}",
                          help="where \"cuda\" goes in the kernel (default: $TORCHDEVICE_TARGET where the kernel "
                               "starts, else the best device there)")
     install.add_argument("--devices", type=_positive, metavar="N", help="emulate N CUDA devices (default: 1)")

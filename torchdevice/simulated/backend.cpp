@@ -611,8 +611,13 @@ void configure(int64_t devices, std::string shown, int64_t block, int64_t reserv
   shown_type = std::move(shown);
   granularity = std::max<int64_t>(block, 1);
   segment = std::max<int64_t>(reserve, 1);
-  for (size_t i = 0; i < kMaxDevices; i++) {
-    memory[i].capacity = i < capacities.size() ? capacities.get(i) : 0;
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  for (size_t i = 0; i < kMaxDevices; i++) {  // counted anew: what is live stays, reserved by the new segments
+    auto& m = memory[i];
+    m.capacity = i < capacities.size() ? capacities.get(i) : 0;
+    m.peak = m.live.load();
+    m.reserved = (m.live.load() + segment - 1) / segment * segment;
+    m.peak_reserved = m.reserved.load();
   }
 }
 
