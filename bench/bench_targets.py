@@ -5,7 +5,8 @@ Each program is run whole (``torchdevice run --target T PROGRAM``: start-up, imp
 cpu target and under ``cuda-sim``, alternating, ``ROUNDS`` times each; the result is the median wall time of each and
 their ratio. The programs are the repository's own, written as their libraries' examples write them: the GPT training
 example (nanoGPT's shape), Hugging Face ``Trainer`` on a tiny GPT-2, a diffusers UNet training step with sampling,
-and an Ultralytics YOLO training, validation and prediction. ``TORCHDEVICE_BENCH_ROUNDS`` sets the rounds.
+and an Ultralytics YOLO training, validation and prediction, each writing into a fresh directory.
+``TORCHDEVICE_BENCH_ROUNDS`` sets the rounds, ``TORCHDEVICE_BENCH_PROGRAMS=yolo`` chooses the programs by name.
 """
 
 from __future__ import annotations
@@ -26,36 +27,40 @@ ROUNDS = int(os.environ.get("TORCHDEVICE_BENCH_ROUNDS", "3"))
 ENV = {k: v for k, v in os.environ.items() if not k.startswith("TORCHDEVICE_")}
 
 
-def _programs(out: Path) -> dict[str, list[str]]:
-    for name in ("hf", "diffusers", "yolo"):
-        (out / name).mkdir()
-    return {
-        "GPT training (examples/gpt_train.py, 20 steps)": [str(ROOT / "examples" / "gpt_train.py"), "--steps", "20"],
-        "HF Trainer, tiny GPT-2": [str(PROGRAMS / "hf_trainer.py"), str(out / "hf")],
-        "diffusers UNet training and sampling": [str(PROGRAMS / "diffusers_train.py"), str(out / "diffusers")],
-        "Ultralytics YOLO train/val/predict": [str(PROGRAMS / "ultralytics_train.py"), str(out / "yolo")],
-    }
+OUT = "{out}"
+"""Where a program writes: a fresh directory for each run."""
+PROGRAMS_RUN = {
+    "GPT training (examples/gpt_train.py, 20 steps)": [str(ROOT / "examples" / "gpt_train.py"), "--steps", "20"],
+    "HF Trainer, tiny GPT-2": [str(PROGRAMS / "hf_trainer.py"), OUT],
+    "diffusers UNet training and sampling": [str(PROGRAMS / "diffusers_train.py"), OUT],
+    "Ultralytics YOLO train/val/predict": [str(PROGRAMS / "ultralytics_train.py"), OUT],
+}
 
 
-def _run(target: str, program: list[str], cwd: Path) -> float:
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "torchdevice", "run", "--target", target, *program], cwd=cwd,
-                          env=ENV, capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
+def _run(target: str, program: list[str]) -> float:
+    with tempfile.TemporaryDirectory() as directory:
+        out = Path(directory) / "out"
+        out.mkdir()
+        command = [part.replace(OUT, str(out)) for part in program]
+        start = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "torchdevice", "run", "--target", target, *command],
+                              cwd=directory, env=ENV, capture_output=True, text=True)
+        elapsed = time.perf_counter() - start
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(program)} on {target} failed:\n{done.stderr[-2000:]}")
     return elapsed
 
 
 def run() -> Iterator[dict[str, Any]]:
-    with tempfile.TemporaryDirectory() as directory:
-        out = Path(directory)
-        for name, program in _programs(out).items():
-            _run("cuda-sim", program, out)  # warm the caches (the compiled backend, downloads, bytecode)
-            cpu, sim = [], []
-            for _ in range(ROUNDS):
-                cpu.append(_run("cpu", program, out))
-                sim.append(_run("cuda-sim", program, out))
-            base, cand = statistics.median(cpu), statistics.median(sim)
-            yield {"name": f"{name}: cuda-sim vs cpu target, whole program", "candidate_s": cand, "baseline_s": base,
-                   "ratio": cand / base, "rounds": ROUNDS, "target_ratio": 1.3}
+    chosen = os.environ.get("TORCHDEVICE_BENCH_PROGRAMS", "")
+    for name, program in PROGRAMS_RUN.items():
+        if chosen and chosen.lower() not in name.lower():
+            continue
+        _run("cuda-sim", program)  # warm the caches (the compiled backend, downloads, bytecode)
+        cpu, sim = [], []
+        for _ in range(ROUNDS):
+            cpu.append(_run("cpu", program))
+            sim.append(_run("cuda-sim", program))
+        base, cand = statistics.median(cpu), statistics.median(sim)
+        yield {"name": f"{name}: cuda-sim vs cpu target, whole program", "candidate_s": cand, "baseline_s": base,
+               "ratio": cand / base, "rounds": ROUNDS, "target_ratio": 1.3}
