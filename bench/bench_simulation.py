@@ -1,8 +1,9 @@
-"""What the simulated Mac costs per op and per training step: the same work on its device tensors (a kernel that
-computes on host memory, after the refusal checks a Mac's MPS makes) against plain CPU tensors with torchdevice not
-installed, alternating rounds in one process. A Mac has none of this cost; it is what a Linux run under
-``--target mps-sim`` pays. The training steps are forward, backward and AdamW: an MLP, and the GPT of
-``examples/gpt_train.py`` (embeddings, two attention blocks) in float32."""
+"""What the simulated devices (the Mac, an NVIDIA GPU) cost per op and per training step: the same work on their
+device tensors (a kernel that computes on host memory, after the refusal checks the device makes) against plain CPU
+tensors with torchdevice not installed, alternating rounds in one process. A Mac or a GPU has none of this cost; it
+is what a Linux run under ``--target mps-sim`` or ``--target cuda-sim`` pays. The training steps are forward,
+backward and AdamW: an MLP, and the GPT of ``examples/gpt_train.py`` (embeddings, two attention blocks) in
+float32."""
 
 from __future__ import annotations
 
@@ -66,14 +67,18 @@ def _cases(device: str) -> list[tuple[str, Callable[[], object], int]]:
 def run() -> Iterator[dict[str, Any]]:
     import torchdevice
 
+    targets = ("mps-sim", "cuda-sim")
     native = {name: float("inf") for name, _, _ in _cases("cpu")}
-    simulated = dict(native)
+    simulated = {target: dict(native) for target in targets}
     for _ in range(ROUNDS):
         for name, call, number in _cases("cpu"):
             native[name] = min(native[name], per_call(call, number=number, repeat=3))
-        with torchdevice.installed("mps-sim"):
-            for name, call, number in _cases("cuda"):
-                simulated[name] = min(simulated[name], per_call(call, number=number, repeat=3))
-    for name in native:
-        yield {"name": f"mps-sim per op: {name}", "native_cpu_s": native[name], "simulated_s": simulated[name],
-               "added_s": simulated[name] - native[name], "simulated_over_native": simulated[name] / native[name]}
+        for target in targets:
+            with torchdevice.installed(target):
+                for name, call, number in _cases("cuda"):
+                    simulated[target][name] = min(simulated[target][name], per_call(call, number=number, repeat=3))
+    for target in targets:
+        for name in native:
+            took = simulated[target][name]
+            yield {"name": f"{target} per op: {name}", "native_cpu_s": native[name], "simulated_s": took,
+                   "added_s": took - native[name], "simulated_over_native": took / native[name]}
