@@ -1,0 +1,94 @@
+"""CUDA-written programs whose work runs in other processes under ``--target cuda-sim``, as on a machine with N GPUs:
+DataLoader workers started with ``spawn``, ``mp.spawn`` and torchrun DDP ranks each on its own ``cuda:RANK``, the
+card and its memory seen alike in every process. Each is compared with the same program on the cpu target."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+from dist_jobs import Finished, free_port, torchrun
+from program_runs import json_lines, torchdevice_run
+from torch.testing import assert_close
+
+pytestmark = pytest.mark.processes
+
+PROGRAMS = Path(__file__).resolve().parent / "programs"
+TARGETS = ("cpu", "cuda-sim")
+LOADER, DDP_RANKS = PROGRAMS / "loader_train.py", PROGRAMS / "ddp_ranks.py"
+
+
+def side_by_side(launch: Callable[[str], Finished]) -> dict[str, Finished]:
+    """``launch(target)`` for the cpu target and cuda-sim at once; both must succeed."""
+    with ThreadPoolExecutor(len(TARGETS)) as pool:
+        runs = {target: pool.submit(launch, target) for target in TARGETS}
+        done = {target: run.result() for target, run in runs.items()}
+    for finished in done.values():
+        assert finished.returncode == 0, finished.output
+    return done
+
+
+def run_on(target: str, *args: str) -> Finished:
+    return torchdevice_run("--target", target, *args, env={"MASTER_PORT": str(free_port())})
+
+
+def ddp_ranks(tmp_path: Path, launch: Callable[[str, Path], Finished]) -> tuple[list[dict], list[dict]]:
+    """What each rank of ``ddp_ranks.py``, launched by ``launch(target, out_dir)``, wrote: (cuda-sim's, cpu's)."""
+    side_by_side(lambda target: launch(target, tmp_path / target))
+    gpu, cpu = ([json.loads(p.read_text()) for p in sorted((tmp_path / t).glob("rank*.json"))] for t in TARGETS[::-1])
+    return gpu, cpu
+
+
+def same_states(gpu: list[dict], cpu: list[dict]) -> None:
+    assert len(gpu) == len(cpu) == 2
+    for mine, theirs in zip(gpu, cpu, strict=True):
+        assert_close(torch.tensor(mine["loss_sum"]), torch.tensor(theirs["loss_sum"]))  # all-reduced on the device
+        assert_close({k: torch.tensor(v) for k, v in mine["state"].items()},
+                     {k: torch.tensor(v) for k, v in theirs["state"].items()})
+
+
+def test_dataloader_spawned_workers_feed_pinned_batches_to_the_gpu():
+    steps = {t: json_lines(done) for t, done in side_by_side(lambda t: run_on(t, str(LOADER))).items()}
+    assert len(steps["cuda-sim"]) == 8
+    assert all(s["pinned"] and s["on"] == ["cuda:0"] * 3 for s in steps["cuda-sim"]), steps["cuda-sim"]
+    # The same samples in the same order through the same CPU kernels: the cpu target's losses (float32's tolerance;
+    # they are equal here, a batch moved wrong or lost changes them by ~1e-1).
+    assert_close(torch.tensor([s["loss"] for s in steps["cuda-sim"]]), torch.tensor([s["loss"] for s in steps["cpu"]]))
+
+
+def test_mp_spawn_ddp_puts_each_rank_on_its_own_gpu(tmp_path):
+    def launch(target: str, out: Path) -> Finished:
+        out.mkdir()
+        return run_on(target, "--devices", "2", str(DDP_RANKS), str(out))
+
+    gpu, cpu = ddp_ranks(tmp_path, launch)
+    assert [(r["rank"], r["current_device"], r["device_count"], r["backend"], r["seen"]) for r in gpu] == [
+        (0, 0, 2, "nccl", ["cuda:0"]), (1, 1, 2, "nccl", ["cuda:1"])]
+    assert [r["seen"] for r in cpu] == [["cpu"], ["cpu"]]
+    # gloo all-reduces the gradients in the same order on both targets, over the same CPU kernels: each rank's state
+    # is the cpu target's (float32's tolerance; equal here, a rank's half of the gradient lost moves it by ~1e-2).
+    # DDP keeps the parameters identical across ranks (BatchNorm's running statistics are each rank's own: DDP
+    # broadcasts rank 0's before each forward, which then updates them).
+    same_states(gpu, cpu)
+    assert all(gpu[0]["state"][name] == gpu[1]["state"][name] for name in ("0.weight", "1.weight", "3.weight"))
+
+
+def test_torchrun_ranks_use_cuda_local_rank(tmp_path):
+    def launch(target: str, out: Path) -> Finished:
+        out.mkdir()
+        return torchrun(2, "--target", target, str(DDP_RANKS), str(out))
+
+    gpu, cpu = ddp_ranks(tmp_path, launch)
+    assert [(r["rank"], r["current_device"], r["device_count"], r["seen"]) for r in gpu] == [
+        (0, 0, 2, ["cuda:0"]), (1, 1, 2, ["cuda:1"])]  # 2 devices: torchrun's processes per node
+    same_states(gpu, cpu)
+
+
+def test_the_card_and_its_memory_reach_every_process():
+    (seen,) = json_lines(run_on("cuda-sim", "--gpu", "A100-40GB", "--gpu-memory", "2GiB", str(PROGRAMS / "card.py")))
+    assert seen["parent"] == seen["spawned"] == seen["subprocess"] == {
+        "name": "NVIDIA A100-SXM4-40GB", "total": 2 * 1024**3, "count": 1}
