@@ -1,21 +1,26 @@
 """CUDA-written programs whose work runs in other processes under ``--target cuda-sim``, as on a machine with N GPUs:
 DataLoader workers started with ``spawn``, ``mp.spawn`` and torchrun DDP ranks each on its own ``cuda:RANK``, the
-card and its memory seen alike in every process. Each is compared with the same program on the cpu target."""
+card and its memory seen alike in every process, device tensors sent to other processes sharing their memory as
+CUDA's IPC shares it. Each is compared with the same program on the cpu target."""
 
 from __future__ import annotations
 
 import json
+import pickle
+import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from multiprocessing.reduction import ForkingPickler
 from pathlib import Path
 
 import pytest
 import torch
 from dist_jobs import Finished, free_port, torchrun
+from program_runs import PROGRAMS as PROCESS_PROGRAMS
 from program_runs import json_lines, torchdevice_run
 from torch.testing import assert_close
 
-pytestmark = pytest.mark.processes
+import torchdevice
 
 PROGRAMS = Path(__file__).resolve().parent / "programs"
 TARGETS = ("cpu", "cuda-sim")
@@ -51,6 +56,7 @@ def same_states(gpu: list[dict], cpu: list[dict]) -> None:
                      {k: torch.tensor(v) for k, v in theirs["state"].items()})
 
 
+@pytest.mark.processes
 def test_dataloader_spawned_workers_feed_pinned_batches_to_the_gpu():
     steps = {t: json_lines(done) for t, done in side_by_side(lambda t: run_on(t, str(LOADER))).items()}
     assert len(steps["cuda-sim"]) == 8
@@ -60,6 +66,7 @@ def test_dataloader_spawned_workers_feed_pinned_batches_to_the_gpu():
     assert_close(torch.tensor([s["loss"] for s in steps["cuda-sim"]]), torch.tensor([s["loss"] for s in steps["cpu"]]))
 
 
+@pytest.mark.processes
 def test_mp_spawn_ddp_puts_each_rank_on_its_own_gpu(tmp_path):
     def launch(target: str, out: Path) -> Finished:
         out.mkdir()
@@ -77,6 +84,7 @@ def test_mp_spawn_ddp_puts_each_rank_on_its_own_gpu(tmp_path):
     assert all(gpu[0]["state"][name] == gpu[1]["state"][name] for name in ("0.weight", "1.weight", "3.weight"))
 
 
+@pytest.mark.processes
 def test_torchrun_ranks_use_cuda_local_rank(tmp_path):
     def launch(target: str, out: Path) -> Finished:
         out.mkdir()
@@ -88,7 +96,46 @@ def test_torchrun_ranks_use_cuda_local_rank(tmp_path):
     same_states(gpu, cpu)
 
 
+@pytest.mark.processes
 def test_the_card_and_its_memory_reach_every_process():
     (seen,) = json_lines(run_on("cuda-sim", "--gpu", "A100-40GB", "--gpu-memory", "2GiB", str(PROGRAMS / "card.py")))
     assert seen["parent"] == seen["spawned"] == seen["subprocess"] == {
         "name": "NVIDIA A100-SXM4-40GB", "total": 2 * 1024**3, "count": 1}
+
+
+@pytest.mark.processes
+def test_device_tensors_sent_to_other_processes_share_their_memory():
+    """A spawned process writes into a tensor of cuda:1 and a Parameter it was given and sends back one it made; a
+    DataLoader worker returns a batch made on the GPU: the values are the cpu target's, the devices the GPU's."""
+    seen = {t: json_lines(done)[0] for t, done in side_by_side(lambda t: run_on(t, "--devices", "2",
+                                                                                str(PROGRAMS / "shared.py"))).items()}
+    gpu, cpu = seen["cuda-sim"], seen["cpu"]
+    assert gpu["child"] == {"t": "cuda:1", "p": ["Parameter", "cuda:0", True], "made": ["cuda:1", [7.0, 7.0]]}
+    assert (gpu["t"], gpu["p"]) == (cpu["t"], cpu["p"]) == ([1.0, 1.0, 1.0], [2.0, 2.0])  # the child's writes
+    assert gpu["batch"] == ["cuda:0", cpu["batch"][1]]
+
+
+@pytest.mark.processes
+def test_hogwild_workers_train_the_model_on_the_gpu():
+    done = torchdevice_run("--target", "cuda-sim", str(PROCESS_PROGRAMS / "hogwild.py"), "spawn")
+    assert done.returncode == 0, done.output
+    assert "steps done [150, 150]" in done.stdout, done.output
+    assert sorted(re.findall(r"worker (\d) on cuda:0: loss", done.stdout)) == ["0", "1"], done.output
+    # Only the workers trained the model, so it is trained here only if they updated its memory: within 1e-3 of the
+    # relation their data follow (the untrained model is ~8 off), as on the cpu target (tests/processes).
+    assert float(re.search(r"weight error (\S+)", done.stdout).group(1)) < 1e-3, done.output
+
+
+def test_a_device_tensor_pickled_for_another_process_is_its_memory():
+    """The reduction ``torch.multiprocessing`` pickles with: the tensor received is the one sent (here, loaded in this
+    process: writes through either are seen through the other); torch's own once uninstalled."""
+    torch_reduction = ForkingPickler._extra_reducers[torch.Tensor]
+    with torchdevice.installed("cuda-sim", devices=2):
+        sent = torch.arange(4.0, device="cuda:1")[1:]
+        received = pickle.loads(ForkingPickler.dumps(sent))
+        assert (received.device, received.tolist()) == (torch.device("cuda", 1), [1.0, 2.0, 3.0])
+        sent += 10
+        received[0] = -1
+        assert (sent.tolist(), received.tolist()) == ([-1.0, 12.0, 13.0], [-1.0, 12.0, 13.0])
+        assert ForkingPickler.dumps(sent)  # sent again: already in shared memory
+    assert ForkingPickler._extra_reducers[torch.Tensor] is torch_reduction

@@ -305,6 +305,35 @@ at::Tensor wrap(const at::Tensor& host, int64_t index) {
               host);
 }
 
+// Device tensor `self`'s storage from now on in host tensor `host`'s memory (as many bytes; the host's shared memory,
+// which other processes map as CUDA's IPC maps a GPU's), its bytes copied there.
+void adopt(const at::Tensor& self, const at::Tensor& host) {
+  auto storage = self.storage();
+  const auto& shared = host.storage();
+  TORCH_CHECK(shared.nbytes() == storage.nbytes(), "torchdevice: adopt needs ", storage.nbytes(), " bytes");
+  if (storage.nbytes() > 0) {
+    std::memcpy(shared.mutable_data(), storage.data(), storage.nbytes());
+  }
+  auto* impl = storage.unsafeGetStorageImpl();
+  impl->set_data_ptr_noswap(c10::DataPtr(nullptr, storage.device()));  // the device's memory freed, counted out
+  impl->set_data_ptr_noswap(held(shared, storage.device().index()));
+}
+
+// The host memory device tensor `self`'s storage is (a uint8 host tensor over it), where it was wrapped around host
+// memory (`wrap`, `adopt`); undefined where the device allocated it.
+at::Tensor held_host(const at::Tensor& self) {
+  const auto& data = self.storage().data_ptr();
+  if (data.get_deleter() != &release_held) {
+    return {};
+  }
+  c10::Storage host = static_cast<Held*>(data.get_context())->host;
+  auto nbytes = static_cast<int64_t>(host.nbytes());
+  auto bytes = at::detail::make_tensor<c10::TensorImpl>(std::move(host), c10::DispatchKeySet(c10::DispatchKey::CPU),
+                                                        caffe2::TypeMeta::Make<uint8_t>());
+  bytes.unsafeGetTensorImpl()->set_sizes_contiguous({nbytes});
+  return bytes;
+}
+
 // -- The device's kernels in C++: the CPU's, on host views of the device's memory ---------------------------------
 //
 // A host view is a CPU tensor over a device tensor's memory: one host storage per device storage of a call, so that
@@ -621,6 +650,8 @@ TORCH_LIBRARY(torchdevice_sim, m) {
   m.def("wrap(Tensor host, int index=-1) -> Tensor", &wrap);
   m.def("empty_strided(int[] size, int[] stride, ScalarType dtype, int index=-1) -> Tensor", &empty_strided);
   m.def("set_data(Tensor(a!) self, Tensor data) -> ()", &set_data);
+  m.def("adopt(Tensor(a!) self, Tensor host) -> ()", &adopt);
+  m.def("held_host(Tensor self) -> Tensor", &held_host);
   m.def("memory_stats(int index) -> int[]", &memory_stats);
   m.def("reset_peaks(int index) -> ()", &reset_peaks);
   m.def("empty_cache(int index) -> ()", &empty_cache);
