@@ -83,4 +83,4 @@ def test_a_target_this_process_cannot_have_stops_it_naming_the_variable():
     done = python("-c", "import torch; print('ran')", env={"TORCHDEVICE_INSTALL": "target=tpu"})
     assert done.returncode == 1 and "ran" not in done.stdout, done.output  # never a silent run on another device
     assert done.stderr.splitlines()[-1] == ("ValueError: torchdevice: unknown target 'tpu'; expected one of cpu, "
-                                            "mps, mps-sim, cuda (TORCHDEVICE_INSTALL=target=tpu)")
+                                            "mps, mps-sim, cuda-sim, cuda (TORCHDEVICE_INSTALL=target=tpu)")
