@@ -97,6 +97,15 @@ def test_torchrun_ranks_use_cuda_local_rank(tmp_path):
 
 
 @pytest.mark.processes
+def test_a_rank_whose_model_is_on_another_gpu_than_its_device_ids_fails_as_on_a_gpu():
+    """No ``set_device``: every model on cuda:0, ``device_ids=[rank]``. DDP takes the GPU it is given (the cpu target,
+    where every ``cuda:i`` is the CPU, runs it)."""
+    done = run_on("cuda-sim", "--devices", "2", str(PROGRAMS / "ddp_forgot_set_device.py"))
+    assert done.returncode != 0, done.output
+    assert ("rank 1: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cuda:1!"
+            in done.stdout.splitlines()), done.output
+
+@pytest.mark.processes
 def test_the_card_and_its_memory_reach_every_process():
     (seen,) = json_lines(run_on("cuda-sim", "--gpu", "A100-40GB", "--gpu-memory", "2GiB", str(PROGRAMS / "card.py")))
     assert seen["parent"] == seen["spawned"] == seen["subprocess"] == {
