@@ -1,13 +1,15 @@
 """CUDA-written programs whose work runs in other processes under ``--target cuda-sim``, as on a machine with N GPUs:
 DataLoader workers started with ``spawn``, ``mp.spawn`` and torchrun DDP ranks each on its own ``cuda:RANK``, the
 card and its memory seen alike in every process, device tensors sent to other processes sharing their memory as
-CUDA's IPC shares it. Each is compared with the same program on the cpu target."""
+CUDA's IPC shares it, CUDA's refusals (DDP ranks on another GPU than their ``device_ids``, the GPU in a process forked
+after it was used). What runs is compared with the same program on the cpu target."""
 
 from __future__ import annotations
 
 import json
 import pickle
 import re
+import sys
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.reduction import ForkingPickler
@@ -104,6 +106,15 @@ def test_a_rank_whose_model_is_on_another_gpu_than_its_device_ids_fails_as_on_a_
     assert done.returncode != 0, done.output
     assert ("rank 1: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cuda:1!"
             in done.stdout.splitlines()), done.output
+
+@pytest.mark.processes
+@pytest.mark.skipif(sys.platform == "win32", reason="no fork on Windows")
+def test_a_process_forked_after_the_gpu_was_used_cannot_use_it():
+    """CUDA's rule for ``fork`` (the cpu target, where "cuda" is the CPU, runs the GPU's workers)."""
+    (seen,) = json_lines(run_on("cuda-sim", str(PROGRAMS / "forked.py")))
+    assert seen == {"forked_before": "cuda:0", "host_workers": [[[0.0, 0.0]], [[1.0, 1.0]]],
+                    "gpu_workers": "RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with "
+                                   "multiprocessing, you must use the 'spawn' start method"}
 
 @pytest.mark.processes
 def test_the_card_and_its_memory_reach_every_process():

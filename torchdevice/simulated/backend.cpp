@@ -12,6 +12,7 @@
 //   caching allocator rounds every block to 512 bytes and holds a device's memory to its capacity, raising
 //   CUDA's out-of-memory error past it), made by `empty_strided` or wrapped around a host tensor's storage
 //   (`wrap`, no copy), and given to C++ code that allocates for the device itself (SetAllocator);
+// - on a GPU, CUDA's refusal of the device in a process forked after its parent used it;
 // - `set_data`: `param.data = tensor` between the host and the device, as torch allows it between the host and
 //   MPS (its check knows torch's own backends, not PrivateUse1).
 #include <ATen/CPUGeneratorImpl.h>
@@ -26,6 +27,7 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdio>
@@ -36,6 +38,9 @@
 #include <mutex>
 #include <unordered_set>
 #include <vector>
+#ifndef _WIN32
+#include <pthread.h>
+#endif
 
 namespace {
 
@@ -76,9 +81,20 @@ std::string format_size(int64_t bytes) {
   return text;
 }
 
+// A process forked after its parent used the GPU cannot use it: CUDA refuses it at the child's first use of the
+// device, here its first allocation on it.
+bool bad_fork = false;
+
+void forked_child() {
+  bad_fork = shown_type == "cuda" &&
+             std::any_of(memory.begin(), memory.end(), [](const Memory& m) { return m.allocations.load() > 0; });
+}
+
 // Count `nbytes` (already rounded) of new memory on `index`, refusing it past the device's capacity as CUDA's
 // caching allocator refuses it.
 void count_in(c10::DeviceIndex index, int64_t nbytes) {
+  TORCH_CHECK(!bad_fork, "Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must "
+              "use the 'spawn' start method");
   auto& m = memory[index];
   std::lock_guard<std::mutex> lock(memory_mutex);
   int64_t live = m.live.load();
@@ -266,6 +282,9 @@ void register_backend(const c10::List<std::optional<at::Generator>>& generators)
   at::RegisterPrivateUse1HooksInterface(hooks);
   static c10::impl::DeviceGuardImplRegistrar guard(kDevice, new Guard());
   c10::SetAllocator(kDevice, &device_allocator);
+#ifndef _WIN32
+  pthread_atfork(nullptr, nullptr, &forked_child);
+#endif
 }
 
 at::Tensor make(c10::Storage storage, const at::Tensor& like) {
