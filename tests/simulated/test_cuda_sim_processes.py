@@ -46,7 +46,8 @@ def run_on(target: str, *args: str) -> Finished:
 def ddp_ranks(tmp_path: Path, launch: Callable[[str, Path], Finished]) -> tuple[list[dict], list[dict]]:
     """What each rank of ``ddp_ranks.py``, launched by ``launch(target, out_dir)``, wrote: (cuda-sim's, cpu's)."""
     side_by_side(lambda target: launch(target, tmp_path / target))
-    gpu, cpu = ([json.loads(p.read_text()) for p in sorted((tmp_path / t).glob("rank*.json"))] for t in TARGETS[::-1])
+    gpu, cpu = ([json.loads(p.read_text()) for p in sorted((tmp_path / target).glob("rank*.json"))]
+                for target in ("cuda-sim", "cpu"))
     return gpu, cpu
 
 
