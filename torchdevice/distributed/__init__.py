@@ -11,8 +11,8 @@
 - ``all_reduce``, ``reduce``, ``reduce_scatter``..., on a group asked for NCCL: NCCL's reduce ops as
   NCCL computes them, and its refusals (:mod:`torchdevice.distributed.reduce_ops`); the single-tensor
   collectives take any shapes whose element counts agree, as NCCL does (:mod:`torchdevice.distributed.flat`).
-- ``DistributedDataParallel``: CUDA ``device_ids`` / ``output_device`` follow the module
-  (:mod:`torchdevice.distributed.ddp`).
+- ``DistributedDataParallel``: CUDA ``device_ids`` / ``output_device`` follow the module, or on the simulated
+  GPUs, whose ``cuda:i`` are devices of their own, are DDP's as on CUDA (:mod:`torchdevice.distributed.ddp`).
 - MPS target: collectives on MPS tensors are staged through the CPU
   (:mod:`torchdevice.distributed.staging`).
 
@@ -45,7 +45,8 @@ def activate(patcher: Patcher, target: Target, options: dict[str, Any]) -> None:
     reduce_ops.patch(patcher)
     flat.patch(patcher)
     patcher.set(DistributedDataParallel, "__init__",
-                ddp.on_module_device(DistributedDataParallel.__init__, options.get("devices", 1)))
+                ddp.on_module_device(DistributedDataParallel.__init__, options.get("devices", 1),
+                                     follow=target.own is None))
     if target.device.type != "cpu":
         library = staging.register(target.device.type, dispatch_key=target.dispatch_key)
         patcher.defer(library._destroy)

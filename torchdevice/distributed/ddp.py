@@ -2,7 +2,9 @@
 
 The indices name CUDA devices. DDP wants ``device_ids=None`` for a CPU module and the module's own
 device for an accelerator module, so both arguments are replaced by what the module's parameters
-say: ``None`` on the CPU (or for a module spread over several devices), else that device.
+say: ``None`` on the CPU (or for a module spread over several devices), else that device. On the
+simulated GPUs (``cuda-sim``) ``cuda:i`` is a device of its own: the arguments are kept, and DDP
+takes them as on CUDA (a rank whose model is on another GPU than its ``device_ids`` fails as there).
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ def module_device_ids(module: torch.nn.Module) -> list[torch.device] | None:
     return None if device.type == "cpu" else [device]
 
 
-def on_module_device(init: Callable[..., None], devices: int) -> Callable[..., None]:
-    """Wrap ``DistributedDataParallel.__init__`` as described above; an index of no emulated device
-    (``devices`` of them) raises the error CUDA raises for it."""
+def on_module_device(init: Callable[..., None], devices: int, follow: bool = True) -> Callable[..., None]:
+    """Wrap ``DistributedDataParallel.__init__`` as described above (``follow``: the arguments follow the
+    module; else they are kept); an index of no emulated device (``devices`` of them) raises the error CUDA
+    raises for it."""
 
     @functools.wraps(init)
     def __init__(
@@ -38,8 +41,9 @@ def on_module_device(init: Callable[..., None], devices: int) -> Callable[..., N
                 index = given if isinstance(given, int) else torch.device(given).index
                 if index is not None and index >= devices:
                     raise invalid_ordinal(index, devices)
-            device_ids = module_device_ids(module)
-            output_device = device_ids[0] if device_ids else None
+            if follow:
+                device_ids = module_device_ids(module)
+                output_device = device_ids[0] if device_ids else None
         init(self, module, device_ids, output_device, *args, **kwargs)
 
     return __init__

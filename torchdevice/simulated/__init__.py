@@ -12,7 +12,8 @@ what a device is, is its profile (:mod:`.profile`). Its modules:
   engine to complete as it completes MPS on a Mac;
 - :mod:`.presentation`: what the program sees (``mps:0``, ``cuda:1``, ``torch.backends.mps``, ``torch.mps``,
   checkpoints);
-- :mod:`.profile`: what each device is (a GPU's card: :mod:`torchdevice.device.gpus`).
+- :mod:`.profile`: what each device is (a GPU's card: :mod:`torchdevice.device.gpus`);
+- :mod:`.sharing`: a GPU's tensors sent to other processes share their memory, as CUDA's IPC does.
 
 The simulated macOS version is :func:`torchdevice.device.limits.macos` (``TORCHDEVICE_MACOS=15.1``; by default 14.0,
 the oldest macOS torch 2.13 supports, which refuses the most). What they cannot show: speed (the CPU computes
@@ -24,7 +25,7 @@ from __future__ import annotations
 from torchdevice.device import gpus
 from torchdevice.device.target import SIMULATED_CUDA, SIMULATED_MPS, Target
 from torchdevice.patching import Patcher
-from torchdevice.simulated import internals, presentation, profile
+from torchdevice.simulated import internals, presentation, profile, sharing
 from torchdevice.simulated.kernels import SimulatedKernels
 
 
@@ -41,4 +42,6 @@ def activate(patcher: Patcher, name: str, devices: int = 1, gpu: gpus.Gpu | None
     library = sim.register()
     patcher.defer(library._destroy)
     presentation.activate(patcher, sim.profile, sim.macos)
+    if name == SIMULATED_CUDA:
+        sharing.activate(patcher)  # CUDA's IPC (torch shares no MPS memory between processes)
     return sim.target()

@@ -12,6 +12,7 @@
 //   caching allocator rounds every block to 512 bytes and holds a device's memory to its capacity, raising
 //   CUDA's out-of-memory error past it), made by `empty_strided` or wrapped around a host tensor's storage
 //   (`wrap`, no copy), and given to C++ code that allocates for the device itself (SetAllocator);
+// - on a GPU, CUDA's refusal of the device in a process forked after its parent used it;
 // - `set_data`: `param.data = tensor` between the host and the device, as torch allows it between the host and
 //   MPS (its check knows torch's own backends, not PrivateUse1).
 #include <ATen/CPUGeneratorImpl.h>
@@ -26,6 +27,7 @@
 #include <torch/csrc/autograd/variable.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdio>
@@ -37,6 +39,9 @@
 #include <optional>
 #include <unordered_set>
 #include <vector>
+#ifndef _WIN32
+#include <pthread.h>
+#endif
 
 namespace {
 
@@ -77,9 +82,20 @@ std::string format_size(int64_t bytes) {
   return text;
 }
 
+// A process forked after its parent used the GPU cannot use it: CUDA refuses it at the child's first use of the
+// device, here its first allocation on it.
+bool bad_fork = false;
+
+void forked_child() {
+  bad_fork = shown_type == "cuda" &&
+             std::any_of(memory.begin(), memory.end(), [](const Memory& m) { return m.allocations.load() > 0; });
+}
+
 // Count `nbytes` (already rounded) of new memory on `index`, refusing it past the device's capacity as CUDA's
 // caching allocator refuses it.
 void count_in(c10::DeviceIndex index, int64_t nbytes) {
+  TORCH_CHECK(!bad_fork, "Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must "
+              "use the 'spawn' start method");
   auto& m = memory[index];
   std::lock_guard<std::mutex> lock(memory_mutex);
   int64_t live = m.live.load();
@@ -267,6 +283,9 @@ void register_backend(const c10::List<std::optional<at::Generator>>& generators)
   at::RegisterPrivateUse1HooksInterface(hooks);
   static c10::impl::DeviceGuardImplRegistrar guard(kDevice, new Guard());
   c10::SetAllocator(kDevice, &device_allocator);
+#ifndef _WIN32
+  pthread_atfork(nullptr, nullptr, &forked_child);
+#endif
 }
 
 at::Tensor make(c10::Storage storage, const at::Tensor& like) {
@@ -304,6 +323,35 @@ at::Tensor wrap(const at::Tensor& host, int64_t index) {
   return make(c10::Storage(c10::Storage::use_byte_size_t(), storage.nbytes(), held(storage, device),
                            &allocators[device], true),
               host);
+}
+
+// Device tensor `self`'s storage from now on in host tensor `host`'s memory (as many bytes; the host's shared memory,
+// which other processes map as CUDA's IPC maps a GPU's), its bytes copied there.
+void adopt(const at::Tensor& self, const at::Tensor& host) {
+  auto storage = self.storage();
+  const auto& shared = host.storage();
+  TORCH_CHECK(shared.nbytes() == storage.nbytes(), "torchdevice: adopt needs ", storage.nbytes(), " bytes");
+  if (storage.nbytes() > 0) {
+    std::memcpy(shared.mutable_data(), storage.data(), storage.nbytes());
+  }
+  auto* impl = storage.unsafeGetStorageImpl();
+  impl->set_data_ptr_noswap(c10::DataPtr(nullptr, storage.device()));  // the device's memory freed, counted out
+  impl->set_data_ptr_noswap(held(shared, storage.device().index()));
+}
+
+// The host memory device tensor `self`'s storage is (a uint8 host tensor over it), where it was wrapped around host
+// memory (`wrap`, `adopt`); undefined where the device allocated it.
+at::Tensor held_host(const at::Tensor& self) {
+  const auto& data = self.storage().data_ptr();
+  if (data.get_deleter() != &release_held) {
+    return {};
+  }
+  c10::Storage host = static_cast<Held*>(data.get_context())->host;
+  auto nbytes = static_cast<int64_t>(host.nbytes());
+  auto bytes = at::detail::make_tensor<c10::TensorImpl>(std::move(host), c10::DispatchKeySet(c10::DispatchKey::CPU),
+                                                        caffe2::TypeMeta::Make<uint8_t>());
+  bytes.unsafeGetTensorImpl()->set_sizes_contiguous({nbytes});
+  return bytes;
 }
 
 // -- The device's kernels in C++: the CPU's, on host views of the device's memory ---------------------------------
@@ -663,6 +711,8 @@ TORCH_LIBRARY(torchdevice_sim, m) {
   m.def("wrap(Tensor host, int index=-1) -> Tensor", &wrap);
   m.def("empty_strided(int[] size, int[] stride, ScalarType dtype, int index=-1) -> Tensor", &empty_strided);
   m.def("set_data(Tensor(a!) self, Tensor data) -> ()", &set_data);
+  m.def("adopt(Tensor(a!) self, Tensor host) -> ()", &adopt);
+  m.def("held_host(Tensor self) -> Tensor", &held_host);
   m.def("memory_stats(int index) -> int[]", &memory_stats);
   m.def("reset_peaks(int index) -> ()", &reset_peaks);
   m.def("empty_cache(int index) -> ()", &empty_cache);
