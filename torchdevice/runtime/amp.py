@@ -16,7 +16,7 @@ A region opened for ``"cuda"`` is CUDA's, as on a GPU:
   (:mod:`.autocast_policy`); a region opened for ``"cpu"`` alone keeps the CPU's policy.
 
 The policy is registered on the target's autocast key (:attr:`~torchdevice.device.target.Target.autocast_key`:
-``AutocastCPU``, ``AutocastMPS``, the simulated Mac's ``AutocastPrivateUse1``).
+``AutocastCPU``, ``AutocastMPS``, the simulated devices' ``AutocastPrivateUse1``).
 """
 
 from __future__ import annotations
@@ -55,14 +55,13 @@ def patch(patcher: Patcher, r: Installation, emulation: Emulation) -> None:
 
     registered: list[bool] = []
     lock = threading.Lock()
-    shown = (r.target.shown or r.device).type  # the device type its tensors answer ``is_<type>`` for
 
     def register_policy() -> None:
         """CUDA's policy kernels, registered when the first CUDA region opens (resolving ~120 aten overloads
         costs ~0.1 s: a program that never autocasts does not pay it); undone by ``uninstall()``."""
         with lock:
             if not registered:
-                autocast_policy.activate(patcher, shown, r.target.autocast_key)
+                autocast_policy.activate(patcher, r.device.type, r.target.autocast_key)
                 registered.append(True)
 
     @functools.wraps(autocast_enter)

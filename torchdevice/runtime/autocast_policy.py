@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from torchdevice.device.aten import OpSchema, overload
+from torchdevice.device.aten import OpSchema, cpp_device, overload
 from torchdevice.patching import Patcher
 
 log = logging.getLogger("torchdevice")
@@ -41,8 +41,9 @@ Kernel = Callable[..., Any]
 
 
 def activate(patcher: Patcher, device_type: str, key: str) -> None:
-    """Register CUDA's policy on autocast dispatch ``key`` (the target's), casting the tensors that answer
-    ``is_<device_type>``, until ``patcher.restore()``."""
+    """Register CUDA's policy on autocast dispatch ``key`` (the target's), casting the tensors whose device torch
+    knows as of ``device_type`` (``"simulated"`` for the simulated devices, whatever they show), until
+    ``patcher.restore()``."""
     from torchdevice_generated.autocast_table import POLICY
 
     library = torch.library.Library("aten", "IMPL")
@@ -78,16 +79,17 @@ def kernel(op: torch._ops.OpOverload, policy: str, key: str, device_type: str, d
            redispatch: str = "", message: str = "") -> Kernel:
     """The autocast kernel of ``op``: CUDA's ``policy`` in a redirected CUDA region, else the key's own."""
     exclude = torch._C.DispatchKeySet(getattr(torch._C.DispatchKey, key))
-    own, run, on_target = _own(op, key), op._op, f"is_{device_type}"
+    own, run = _own(op, key), op._op
 
     def eligible(t: Any) -> bool:
         return (isinstance(t, torch.Tensor) and t.dtype.is_floating_point and t.dtype is not _DOUBLE
-                and getattr(t, on_target))
+                and cpp_device(t).type == device_type)
 
     def cast(to: torch.dtype, value: Any) -> Any:
         if isinstance(value, torch.Tensor):
             dtype = value.dtype
-            if dtype is to or not dtype.is_floating_point or dtype is _DOUBLE or not getattr(value, on_target):
+            if (dtype is to or not dtype.is_floating_point or dtype is _DOUBLE
+                    or cpp_device(value).type != device_type):
                 return value
             return value.to(to)
         if isinstance(value, (list, tuple)) and value and all(isinstance(v, torch.Tensor) for v in value):
