@@ -31,7 +31,7 @@ def retried(record: dict, capacity: str) -> None:
 
 
 def test_training_batch_shrinks_until_it_fits_the_memory_given(redirected):
-    gpu = redirected(PROGRAM, "--start", "4096", target="cuda-sim", gpu_memory="4MiB")[0]
+    gpu = redirected(PROGRAM, "--start", "1024", target="cuda-sim", gpu_memory="4MiB")[0]
     retried(gpu, "4.00 MiB")
     assert gpu["total_memory"] == 4 * MiB
     # The run that fitted trains as the same batch does on the CPU target, where it runs at once.

@@ -1,6 +1,6 @@
 """Hugging Face transformers on tiny models built from their configs (no download): ``Trainer`` on GPT-2 in
-float32 and with ``fp16=True`` (under the runtime on the CPU and on the simulated GPU), and a checkpoint loaded
-with ``from_pretrained(device_map="cuda")``."""
+float32 and with ``fp16=True``, and a checkpoint loaded with ``from_pretrained(device_map="cuda")``, under the
+runtime on the CPU and on the simulated GPU."""
 
 from __future__ import annotations
 
@@ -34,10 +34,13 @@ def test_trainer_fp16_runs_under_cuda_autocast(native, redirected, target):
     assert_numbers_close(gpu["losses"], cpu["losses"], rtol=5e-3, atol=0)
 
 
-def test_from_pretrained_onto_cuda_gives_the_cpu_logits(native, redirected):
+@pytest.mark.parametrize("target", ["cpu", "cuda-sim"])
+def test_from_pretrained_onto_cuda_gives_the_cpu_logits(native, redirected, target):
     # transformers builds the model under torch.device("meta") and computes what the checkpoint lacks (the
     # rotary inv_freq buffer) on the target: real memory left uninitialised would show here.
     (cpu,) = native("hf_pretrained.py", "--device", "cpu")
-    (gpu,) = redirected("hf_pretrained.py")
+    (gpu,) = redirected("hf_pretrained.py", target=target)
+    if target == "cuda-sim":
+        assert gpu["on"] == "cuda:0"
     assert_numbers_close(gpu["inv_freq"], cpu["inv_freq"])
     assert_numbers_close(gpu["logits"], cpu["logits"])
