@@ -5,6 +5,7 @@ record per rank, ``OUT_DIR/rank<N>.json``, which the tests compare."""
 from __future__ import annotations
 
 import sys
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -31,14 +32,15 @@ def native(tmp_path_factory) -> Callable[..., Records]:
 
 @pytest.fixture
 def redirected(tmp_path) -> Callable[..., Records]:
-    """``redirected(PROGRAM, *ARGS, devices=N, launcher=(...), target=T)``: the records of
-    ``torchdevice run --target T --devices N [LAUNCHER...] PROGRAM OUT_DIR ARGS``."""
+    """``redirected(PROGRAM, *ARGS, devices=N, launcher=(...), target=T, gpu=G, gpu_memory=M)``: the records of
+    ``torchdevice run --target T --devices N [--gpu G] [--gpu-memory M] [LAUNCHER...] PROGRAM OUT_DIR ARGS``, each
+    run with an ``OUT_DIR`` of its own."""
 
     def run(program: str, *args: str, devices: int = 1, launcher: tuple[str, ...] = (), target: str = "cpu",
-            timeout: float = 300) -> Records:
-        out = tmp_path / "out"
-        out.mkdir()
-        command = [sys.executable, "-m", "torchdevice", "run", "--target", target, "--devices", str(devices),
+            gpu: str | None = None, gpu_memory: str | None = None, timeout: float = 300) -> Records:
+        out = Path(tempfile.mkdtemp(prefix="out", dir=tmp_path))
+        card = [*(("--gpu", gpu) if gpu else ()), *(("--gpu-memory", gpu_memory) if gpu_memory else ())]
+        command = [sys.executable, "-m", "torchdevice", "run", "--target", target, "--devices", str(devices), *card,
                    *launcher, str(PROGRAMS / program), str(out), *args]
         return records(out, command, timeout)
 

@@ -1,6 +1,7 @@
-"""Hugging Face accelerate's launcher on two emulated GPUs: ``torchdevice run --devices 2 accelerate launch
---multi_gpu --num_processes 2``, against the same program run natively in one CPU process (training) and in two
-CPU processes (``gather_for_metrics``, ``reduce``, a torchmetrics metric synced across them)."""
+"""Hugging Face accelerate's launcher on two emulated GPUs (on the CPU target, and two simulated GPUs):
+``torchdevice run --devices 2 accelerate launch --multi_gpu --num_processes 2``, against the same program run
+natively in one CPU process (training) and in two CPU processes (``gather_for_metrics``, ``reduce``, a torchmetrics
+metric synced across them)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ TWO_CPU_PROCESSES = ("-m", "torch.distributed.run", "--standalone", "--nproc_per
 
 
 @pytest.mark.slow
-def test_launch_multi_gpu_trains_the_single_process_weights(native, redirected):
+@pytest.mark.parametrize("target", ["cpu", "cuda-sim"])
+def test_launch_multi_gpu_trains_the_single_process_weights(native, redirected, target):
     (single,) = native(PROGRAM, "--cpu")
     launcher = ("-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
                 "--main_process_port", str(free_port()))
-    ranks = redirected(PROGRAM, devices=2, launcher=launcher)
+    ranks = redirected(PROGRAM, devices=2, launcher=launcher, target=target)
     assert [(r["rank"], r["processes"], r["device"], r["distributed"], r["backend"]) for r in ranks] == [
         (0, 2, "cuda:0", "DistributedType.MULTI_GPU", "nccl"), (1, 2, "cuda:1", "DistributedType.MULTI_GPU", "nccl")]
     assert ranks[0]["weights"] == ranks[1]["weights"]  # DDP keeps the replicas identical

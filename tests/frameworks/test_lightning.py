@@ -13,10 +13,14 @@ PROGRAM = "lightning_fit.py"
 
 
 @pytest.mark.processes
-def test_32_true_trains_on_the_gpu_with_the_cpu_numbers(native, redirected):
+@pytest.mark.parametrize("target", ["cpu", "cuda-sim"])
+def test_32_true_trains_on_the_gpu_with_the_cpu_numbers(native, redirected, target):
+    """On the CPU target and on the simulated GPU, whose tensors are CUDA's for Lightning too."""
     (cpu,) = native(PROGRAM, "--accelerator", "cpu")
-    (gpu,) = redirected(PROGRAM)
+    (gpu,) = redirected(PROGRAM, target=target)
     assert (gpu["on"], gpu["cuda_current"], cpu["on"]) == ("cuda:0", 0, "cpu")
+    assert (gpu["root_device"], gpu["accelerator"]) == ("cuda:0", "CUDAAccelerator")
+    assert (cpu["root_device"], cpu["accelerator"]) == ("cpu", "CPUAccelerator")
     assert len(gpu["losses"]) == 16 and gpu["losses"][-1] < 0.6 * gpu["losses"][0]  # it learns
     assert_numbers_close(gpu["losses"], cpu["losses"])
     assert_numbers_close(gpu["weights"], cpu["weights"])
@@ -34,11 +38,12 @@ LOGGED = ["train_accuracy", "train_loss", "val_accuracy", "val_error", "val_loss
 MIXED = [("16-mixed", torch.float16, 5e-3), ("bf16-mixed", torch.bfloat16, 4e-2)]
 
 
-@pytest.mark.parametrize("target", ["cpu", "mps-sim"])
+@pytest.mark.parametrize("target", ["cpu", "mps-sim", "cuda-sim"])
 @pytest.mark.parametrize(("precision", "dtype", "rtol"), MIXED, ids=[m[0] for m in MIXED])
 @pytest.mark.processes
 def test_mixed_precision_runs_under_cuda_autocast(native, redirected, precision, dtype, rtol, target):
-    """On the CPU target and on the simulated Mac, whose device tensors are cast as a Mac casts them."""
+    """On the CPU target, on the simulated Mac, whose device tensors are cast as a Mac casts them, and on the
+    simulated GPU, whose are cast as a GPU casts them."""
     (cpu,) = native(PROGRAM, "--accelerator", "cpu")
     (gpu,) = redirected(PROGRAM, "--precision", precision, target=target)
     assert_numbers_close(gpu["losses"], cpu["losses"], rtol=rtol, atol=0)

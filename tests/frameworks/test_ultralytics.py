@@ -1,12 +1,15 @@
 """Ultralytics: YOLOv8n trained with ``device=0``, validated, reloaded from its checkpoints and used for prediction
 (NMS: torchvision's operator on the device), under the runtime on the CPU and on the simulated Mac, against the
-program on the CPU natively; on the simulated Mac also with its DataLoader workers spawned, as macOS starts them."""
+program on the CPU natively; on the simulated Mac also with its DataLoader workers spawned, as macOS starts them; on
+the simulated GPU with AMP, as Ultralytics trains on a GPU, its checkpoints loaded by a CPU-only process."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
-from framework_runs import Records, assert_numbers_close
+from framework_runs import PROGRAMS, Records, assert_numbers_close
 
 PROGRAM = "ultralytics_train.py"
 
@@ -65,3 +68,39 @@ def test_spawned_data_loader_workers_on_the_simulated_mac_give_the_cpu_numbers(n
     assert gpu[0]["device"] == "mps:0"
     assert gpu[0]["workers"] == 1
     assert_cpu_numbers(gpu, cpu)
+
+
+@pytest.mark.processes
+def test_on_the_simulated_gpu_it_trains_with_amp_and_its_checkpoints_load_on_a_cpu(native, redirected, monkeypatch,
+                                                                                   tmp_path):
+    (cpu,) = native(PROGRAM, "--cpu")
+    (gpu,) = redirected(PROGRAM, target="cuda-sim")
+    assert gpu["device"] == "cuda:0"
+    # check_amp reads the model's device: the GPU's path (AMP, a GradScaler), where the CPU trains in float32.
+    assert (gpu["check_amp"], gpu["amp"], gpu["scaler"]) == (True, True, True)
+    assert (cpu["check_amp"], cpu["amp"], cpu["scaler"]) == (False, False, False)
+    # The first epoch's losses and validation losses, under autocast to float16: within a few of its epsilons
+    # (9.8e-4) of float32. Later the GradScaler's skipped steps and float16 gradients take the weights elsewhere.
+    assert_numbers_close(gpu["losses"][0], cpu["losses"][0], rtol=5e-3, atol=0)
+    first = {key: values[0] for key, values in gpu["history"].items()}
+    assert_numbers_close(first, {key: values[0] for key, values in cpu["history"].items()}, rtol=5e-3, atol=1e-6)
+
+    # A process with plain torch and no GPU loads the checkpoints (Ultralytics' strip_optimizer rewrote them from the
+    # CPU at the end of training, as on a GPU), with torch.load and through YOLO(path): the weights the program read.
+    monkeypatch.setenv("YOLO_OFFLINE", "1")
+    monkeypatch.setenv("YOLO_CONFIG_DIR", str(tmp_path))
+    monkeypatch.syspath_prepend(str(PROGRAMS))
+    from ultralytics import YOLO
+    from ultralytics_train import digest
+
+    best, last = gpu["checkpoints"]["best"], gpu["checkpoints"]["last"]
+    for checkpoint in (best, last):
+        weights = torch.load(checkpoint, weights_only=False)["model"].state_dict()
+        assert {(str(t.device), t.dtype) for t in weights.values() if t.is_floating_point()} == {("cpu", torch.float16)}
+    assert_numbers_close(digest(YOLO(last).model), gpu["last"])  # the means summed in another order
+    image = Path(best).parents[3] / "data" / "images" / "0.png"  # OUT_DIR/runs/train/weights/best.pt
+    (predicted,) = YOLO(best).predict(str(image), imgsz=64, conf=1e-4, max_det=5, device="cpu")
+    # The top box and its confidence (a model this little trained scores two classes of some anchors within float32
+    # rounding of each other: the channels-last layout on the GPU can pick the other class, a box NMS then keeps).
+    assert len(predicted.boxes) == len(gpu["boxes"]) == 5
+    assert_numbers_close(predicted.boxes.data[0, :5].tolist(), gpu["boxes"][0][:5], rtol=1e-4, atol=1e-7)

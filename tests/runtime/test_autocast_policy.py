@@ -174,7 +174,7 @@ def untouched_calls(autocast: str) -> list[torch.Tensor]:
         return [F.cross_entropy(logits, target), torch.fft.rfft(signal.float()).abs(), torch.stack([logits, logits])]
 
 
-@pytest.mark.parametrize("target", ["cpu", "mps-sim"])
+@pytest.mark.parametrize("target", ["cpu", "mps-sim", "cuda-sim"])
 def test_ops_outside_cudas_lists_are_cast_by_nothing_in_a_cuda_region(target: str) -> None:
     """``cross_entropy_loss`` has no CUDA autocast kernel: its ``log_softmax`` gets the logits' dtype (it names it),
     then ``nll_loss`` (CUDA's float32 list) casts; the CPU's own policy would run the whole loss in float32."""

@@ -2,9 +2,10 @@
 
 ``python lightning_fit.py OUT_DIR [--accelerator gpu|cpu] [--precision P] [--strategy S] [--devices N]``.
 Each rank writes ``OUT_DIR/rank<N>.json``: its losses step by step, its trained weights, the device its
-parameters were on, what autocast was doing inside ``forward`` (enabled, dtype, the dtypes a linear
-layer and a log-softmax produced), and at each epoch's end what it logged: values synced across ranks with
-``sync_dist=True`` (means, a sum of integers) and torchmetrics metrics, in training and validation.
+parameters were on, the strategy's root device and the accelerator's class, what autocast was doing inside
+``forward`` (enabled, dtype, the dtypes a linear layer and a log-softmax produced), and at each epoch's end what
+it logged: values synced across ranks with ``sync_dist=True`` (means, a sum of integers) and torchmetrics
+metrics, in training and validation.
 """
 
 import argparse
@@ -67,6 +68,8 @@ class Classifier(pl.LightningModule):
     def on_train_end(self) -> None:
         weights = {k: v.detach().float().cpu().flatten().tolist() for k, v in self.state_dict().items()}
         record = {"rank": self.global_rank, "world_size": self.trainer.world_size, "on": str(self.device),
+                  "root_device": str(self.trainer.strategy.root_device),
+                  "accelerator": type(self.trainer.accelerator).__name__,
                   "cuda_current": torch.cuda.current_device() if self.device.type == "cuda" else None,
                   "losses": self.losses, "weights": weights, "autocast": self.autocast, "logged": self.logged}
         with open(os.path.join(self.out, f"rank{self.global_rank}.json"), "w") as out:

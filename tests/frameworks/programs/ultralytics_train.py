@@ -13,10 +13,14 @@ loads the training data in N DataLoader workers (default 0; Ultralytics itself u
 chosen, each epoch's mean losses, the validation losses and metrics logged per epoch, a digest of the trained weights
 and of both checkpoints, the reloaded model's validation metrics and its predicted boxes.
 
+It also records whether training ran with AMP (``trainer.amp``, its ``GradScaler`` enabled), what Ultralytics'
+``check_amp`` answers for the trained model, and where the checkpoints are.
+
 It runs as on a machine without internet: ``YOLO_OFFLINE=1`` (set here, as such a user sets it) tells Ultralytics
-not to try downloads or online checks. Its AMP check, which would load a model to compare with, is not reached:
-Ultralytics skips it where the model's tensors say they are on ``cpu`` or ``mps``, as under the runtime on the CPU and
-on the simulated Mac. Its settings go to ``OUT_DIR/config`` (``YOLO_CONFIG_DIR``).
+not to try downloads or online checks. ``check_amp`` answers False where the model's tensors say they are on ``cpu``
+or ``mps`` (under the runtime on the CPU and on the simulated Mac: training in float32); on a CUDA device it would
+download a model to compare float32 with AMP inference, cannot offline, and answers True, as on a GPU without
+internet: training with AMP. Its settings go to ``OUT_DIR/config`` (``YOLO_CONFIG_DIR``).
 """
 
 import argparse
@@ -75,6 +79,7 @@ if __name__ == "__main__":
     os.environ["YOLO_OFFLINE"] = "1"
     os.environ["YOLO_CONFIG_DIR"] = str(out / "config")
     from ultralytics import YOLO
+    from ultralytics.utils.checks import check_amp
 
     device = "cpu" if args.cpu else 0
     data = write_dataset(out / "data")
@@ -104,6 +109,8 @@ if __name__ == "__main__":
         "device": str(next(best.model.parameters()).device),
         "workers": trainer.train_loader.num_workers,
         "lr": trainer.optimizer.defaults["lr"],  # what optimizer="auto" chose
+        "amp": bool(trainer.amp), "scaler": trainer.scaler.is_enabled(), "check_amp": check_amp(trainer.model),
+        "checkpoints": {"best": str(trainer.best), "last": str(trainer.last)},
         "losses": epochs,
         "history": history,
         "trained": digest(trainer.model),
