@@ -278,3 +278,32 @@ def test_a_gpu_after_the_simulated_mac_counts_its_memory_as_cuda_does():
         assert torch.cuda.memory_reserved() % (2 << 20) == 0 and torch.cuda.memory_reserved() > 0
         assert torch.cuda.max_memory_allocated() == torch.cuda.memory_allocated()
     del kept
+
+
+def test_products_into_another_dtype_run_as_cuda_runs_them(gpu):
+    """``out_dtype=`` (trl's log-probabilities in half precision): CUDA's kernels, which the CPU lacks."""
+    torch.manual_seed(0)
+    a, b = torch.randn(4, 8, dtype=torch.float16), torch.randn(8, 3, dtype=torch.float16)
+    bias = torch.randn(4, 3)
+    product = torch.mm(a.cuda(), b.cuda(), out_dtype=torch.float32)
+    added = torch.addmm(bias.cuda(), a.cuda(), b.cuda(), out_dtype=torch.float32, beta=0.5)
+    batched = torch.bmm(a[None].cuda(), b[None].cuda(), out_dtype=torch.float32)
+    assert (product.dtype, product.device, batched.shape) == (torch.float32, torch.device("cuda", 0), (1, 4, 3))
+    torch.testing.assert_close(product.cpu(), a.float() @ b.float())
+    torch.testing.assert_close(added.cpu(), 0.5 * bias + a.float() @ b.float())
+    out = torch.empty(0, device="cuda")
+    assert torch.mm(a.cuda(), b.cuda(), out_dtype=torch.float32, out=out) is out and out.shape == (4, 3)
+    with pytest.raises(RuntimeError, match="^out_dtype must be the same as input dtype or fp32 for fp16/bf16 inputs"):
+        torch.mm(a.float().cuda(), b.float().cuda(), out_dtype=torch.float16)
+    with pytest.raises(NotImplementedError, match="'aten::mm.dtype' with arguments from the 'CPU' backend"):
+        torch.mm(a, b, out_dtype=torch.float32)  # host tensors: the CPU has no such kernel, here as on a GPU machine
+
+
+def test_checkpointed_layers_recompute_in_cudas_autocast(gpu):
+    """torch.utils.checkpoint reopens the region's autocast for the device torch knows: still CUDA's policy."""
+    layer = torch.nn.Linear(8, 8).cuda()
+    x = torch.randn(4, 8, device="cuda", requires_grad=True)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        y = torch.utils.checkpoint.checkpoint(layer, x, use_reentrant=False)
+    y.float().sum().backward()  # the recomputed forward casts as the first did
+    assert y.dtype == torch.bfloat16 and layer.weight.grad.dtype == torch.float32 and x.grad.is_cuda

@@ -43,10 +43,14 @@ def patch(patcher: Patcher, r: Installation, emulation: Emulation) -> None:
     scaler_init = scaler.__init__
     autocast_slot, scaler_slot = r.counts.slot("torch.autocast"), r.counts.slot("torch.amp.GradScaler")
 
+    # a simulated device's own type is named by torch's code only, for the program's device (torch.utils.checkpoint
+    # recomputing a CUDA region): a CUDA region too
+    own = r.device.type if r.target.dispatch_key == "PrivateUse1" else None
+
     @functools.wraps(autocast_init)
     def autocast_init_on_target(self: Any, device_type: str, *args: Any, **kwargs: Any) -> None:
         translated = r.device_type(autocast_slot, device_type)
-        if translated is not device_type:  # opened for CUDA: CUDA's default dtype
+        if translated is not device_type or device_type == own:  # opened for CUDA: CUDA's default dtype
             if args and args[0] is None:
                 args = (torch._C.get_autocast_dtype("cuda"), *args[1:])
             elif not args and kwargs.get("dtype") is None:

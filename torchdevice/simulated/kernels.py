@@ -48,6 +48,7 @@ from torchdevice.device.hosted import Hosting
 from torchdevice.device.limits import WIDE
 from torchdevice.device.placement import HOST_ARGUMENTS, HOST_RESULTS, placement_error
 from torchdevice.device.target import Target
+from torchdevice.simulated import cuda_only
 from torchdevice.simulated import device as simulated_device
 from torchdevice.simulated import profile as profile_module
 from torchdevice.simulated.device import CPU, GENERATORS, allocate, current, device_tensor, host_alias, host_bytes
@@ -234,6 +235,8 @@ class SimulatedKernels:
         own: dict[torch._ops.OpOverload, Kernel] = {
             _aten.set_.default: _set_empty, _aten._copy_from.default: _copy_from,
             _aten._copy_from_and_resize.default: _copy_from_and_resize}
+        if self.profile.type == "cuda":  # what CUDA has and the CPU lacks
+            own.update(cuda_only.kernels())
         in_cpp = self.in_cpp and simulated_device.compiled()
         computed: set[str] = set()
         if in_cpp:  # the compiled backend's kernel computes them (and allocates and copies)
