@@ -79,14 +79,14 @@ def test_names_are_resolved_through_the_module_imports_only():
     source = (
         "from torch import cuda as c\n"
         "import torch as th\n"
-        "c.CUDAGraph()\n"           # torch.cuda.CUDAGraph through an alias of torch.cuda
-        "th.cuda.graphs.CUDAGraph\n"  # a submodule's name for it
+        "c.ExternalStream(0)\n"           # torch.cuda.ExternalStream through an alias of torch.cuda
+        "th.cuda.streams.ExternalStream\n"  # a submodule's name for it
         "cuda = object()\n"
-        "other.cuda.CUDAGraph()\n"    # not torch
-        "def f(graph: th.cuda.CUDAGraph): pass\n"  # an annotation runs nothing
+        "other.cuda.ExternalStream(0)\n"    # not torch
+        "def f(stream: th.cuda.ExternalStream): pass\n"  # an annotation runs nothing
     )
     found = [(f.line, f.name, f.severity) for f in check_source(source, "m.py", "mps")]
-    assert found == [(3, "torch.cuda.CUDAGraph", "blocker"), (4, "torch.cuda.graphs.CUDAGraph", "blocker")]
+    assert found == [(3, "torch.cuda.ExternalStream", "blocker"), (4, "torch.cuda.streams.ExternalStream", "blocker")]
 
 
 def test_columns_count_characters_not_bytes():

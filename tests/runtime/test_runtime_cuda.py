@@ -155,11 +155,22 @@ def test_markers_and_flags_are_harmless(python):
 
 
 def test_what_cannot_be_emulated_says_so(on_cpu):
-    with pytest.raises(NotImplementedError, match=r"torch\.cuda\.graph is not supported on target 'cpu'.*CUDA graph"):
-        torch.cuda.graph(None)
+    with pytest.raises(NotImplementedError, match=r"torch\.cuda\.ExternalStream is not supported on target 'cpu'.*raw"):
+        torch.cuda.ExternalStream(0)
     with pytest.raises(NotImplementedError, match=r"torch\.cuda\.current_blas_handle .*'cpu'"):
         torch.cuda.current_blas_handle()
-    assert not isinstance(object(), torch.cuda.CUDAGraph)  # unsupported classes are still classes
+    assert not isinstance(object(), torch.cuda.ExternalStream)  # unsupported classes are still classes
+
+
+def test_a_cuda_graph_replays_its_region_on_the_cpu_target(on_cpu):
+    static = torch.zeros(3, device="cuda")
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = (static + 1) * 2
+    assert out.tolist() == [2.0, 2.0, 2.0]  # what the capture computed (a GPU's is unwritten until a replay)
+    static.copy_(torch.tensor([1.0, 2.0, 3.0]))
+    graph.replay()
+    assert out.tolist() == [4.0, 6.0, 8.0]
 
 
 @pytest.mark.parametrize(("module", "probe"), [(m, p) for m, probes in TOLD_THE_TRUTH.items() for p in probes])

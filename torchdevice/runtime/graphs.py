@@ -114,8 +114,21 @@ class CUDAGraph:
                     if now is not before and now.data_ptr() != before.data_ptr():
                         before.copy_(now)
 
+    def instantiate(self) -> None:
+        """Nothing to instantiate: the recorded calls replay as they are."""
+
     def reset(self) -> None:
         self._calls = []
+
+    def get_graph_data(self) -> dict[str, Any]:
+        """The graph's nodes: the recorded calls, in order (a GPU's describe its kernels)."""
+        return {"nodes": [{"op": str(func)} for func, *_ in self._calls]}
+
+    def raw_cuda_graph(self) -> int:
+        raise NotImplementedError("torchdevice: a recorded graph has no cudaGraph_t (there is no CUDA runtime)")
+
+    def raw_cuda_graph_exec(self) -> int:
+        raise NotImplementedError("torchdevice: a recorded graph has no cudaGraphExec_t (there is no CUDA runtime)")
 
     def pool(self) -> tuple[int, int]:
         return (0, id(self))
