@@ -12,7 +12,7 @@ routes, hosted tensors and the simulated device walk every call they run.
 from __future__ import annotations
 
 import keyword
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, cached_property
 from typing import Any, Generic, TypeVar
@@ -175,6 +175,20 @@ class OpSchema:
                   if a.alias_info is not None and a.alias_info.is_write}
         return tuple(by_set.get(frozenset(r.alias_info.before_set)) if r.alias_info is not None else None
                      for r in self.op._schema.returns)
+
+    @cached_property
+    def _arguments(self) -> dict[str, tuple[int | None, Any]]:
+        """Argument name -> (position, or None when keyword-only; default)."""
+        return {a.name: (None if a.kwarg_only else i, a.default_value if a.has_default_value() else None)
+                for i, a in enumerate(self.op._schema.arguments)}
+
+    def getter(self, name: str) -> Callable[[Sequence[Any], dict[str, Any]], Any]:
+        """``(args, kwargs) -> the value of argument name`` as the dispatcher hands a call to a backend kernel (its
+        default where the dispatcher left it out)."""
+        position, default = self._arguments[name]
+        if position is None:
+            return lambda args, kwargs: kwargs.get(name, default)
+        return lambda args, kwargs: args[position] if position < len(args) else kwargs.get(name, default)
 
     @cached_property
     def names(self) -> tuple[str, ...]:

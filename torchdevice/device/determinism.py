@@ -27,7 +27,7 @@ import torch
 from torchdevice_generated.cuda_kernels_table import ALERTS
 
 from torchdevice.callers import outside
-from torchdevice.device.aten import ByOverload
+from torchdevice.device.aten import ByOverload, OpSchema
 from torchdevice.records.determinism import AlertRow
 
 __all__ = ["Alert", "alerting", "alerts_of", "check", "message"]
@@ -88,20 +88,9 @@ class Alert:
         return self.row.source
 
     @cached_property
-    def _arguments(self) -> dict[str, tuple[int | None, Any]]:
-        """Argument name -> (position, or None when keyword-only; default)."""
-        return {a.name: (None if a.kwarg_only else i, a.default_value if a.has_default_value() else None)
-                for i, a in enumerate(self.op._schema.arguments)}
-
-    def _getter(self, name: str) -> _Getter:
-        position, default = self._arguments[name]
-        if position is None:
-            return lambda args, kwargs: kwargs.get(name, default)
-        return lambda args, kwargs: args[position] if position < len(args) else kwargs.get(name, default)
-
-    @cached_property
     def _tests(self) -> tuple[_Test, ...]:
-        return tuple(_COMPILE[clause[0]](self._getter(clause[1]), *clause[2:]) for clause in self.row.when)
+        schema = OpSchema.of(self.op)
+        return tuple(_COMPILE[clause[0]](schema.getter(clause[1]), *clause[2:]) for clause in self.row.when)
 
     def applies(self, args: Sequence[Any], kwargs: dict[str, Any]) -> bool:
         """Whether CUDA's kernel calls ``alertNotDeterministic`` for these arguments (whatever the mode). Arguments

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from torchdevice_generated.limits_table import LIMITS
 
-from torchdevice.device.aten import ByOverload, leaves, overload
+from torchdevice.device.aten import ByOverload, OpSchema, leaves, overload
 from torchdevice.records.limits import ANY, LimitRow
 
 __all__ = ["ANY", "DEFAULT_MACOS", "MACOS_VARIABLE", "Limit", "generic", "limited", "limits_of", "macos",
@@ -118,20 +118,11 @@ class Limit:
         """The overload the CPU runs in place of this MPS-only one."""
         return overload(self.row.instead) if self.row.instead else None
 
-    @cached_property
-    def _arguments(self) -> dict[str, tuple[int | None, Any]]:
-        """Argument name -> (position, or None when keyword-only; default)."""
-        if self.op is None:
-            return {}
-        return {a.name: (None if a.kwarg_only else i, a.default_value if a.has_default_value() else None)
-                for i, a in enumerate(self.op._schema.arguments)}
-
     def getter(self, name: str) -> _Getter:
         """``(args, kwargs) -> the value of argument name`` (its default where the dispatcher left it out)."""
-        position, default = self._arguments[name]
-        if position is None:
-            return lambda args, kwargs: kwargs.get(name, default)
-        return lambda args, kwargs: args[position] if position < len(args) else kwargs.get(name, default)
+        if self.op is None:
+            raise KeyError(name)
+        return OpSchema.of(self.op).getter(name)
 
     @cached_property
     def _tests(self) -> tuple[_Test, ...]:
