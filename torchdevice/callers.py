@@ -34,6 +34,9 @@ _TRUTHFUL = frozenset({"torch", *TOLD_THE_TRUTH})
 _TRUTHFUL_PREFIXES = ("torch.", "torchdevice", *(f"{module}." for module in TOLD_THE_TRUTH))
 
 
+_told_as_program = set(TOLD_AS_PROGRAM)
+"""Torch's modules answered as the program is: the catalog's, and those a target adds (:func:`tell_as_program`)."""
+
 _PASSING = frozenset({"functools", "contextlib"})
 """Modules whose frames only pass a call on (decorators' wrappers, ``partialmethod``, context managers): the asker
 is the first frame above them."""
@@ -42,13 +45,22 @@ is the first frame above them."""
 def torch_internal(depth: int = 2) -> bool:
     """Whether the code that asks, ``depth`` frames up (default: the caller's caller) past the frames of
     :data:`_PASSING`, belongs to torch or torchdevice, or to a package told the truth
-    (``torchdevice_generated.truth_table``), and is not among :data:`TOLD_AS_PROGRAM`."""
+    (``torchdevice_generated.truth_table``), and is not among those told as the program is (:data:`TOLD_AS_PROGRAM`,
+    :func:`tell_as_program`)."""
     frame = sys._getframe(depth)
     name = frame.f_globals.get("__name__", "")
     while name in _PASSING and frame.f_back is not None:
         frame = frame.f_back
         name = frame.f_globals.get("__name__", "")
-    return (name in _TRUTHFUL or name.startswith(_TRUTHFUL_PREFIXES)) and name not in TOLD_AS_PROGRAM
+    return (name in _TRUTHFUL or name.startswith(_TRUTHFUL_PREFIXES)) and name not in _told_as_program
+
+
+def tell_as_program(patcher: Patcher, modules: tuple[str, ...]) -> None:
+    """Answer torch's ``modules`` as the program is answered until ``patcher.restore()``: on a target that has the C
+    functions they call where CUDA is available (a simulated GPU's, for ``nn.DataParallel``)."""
+    added = set(modules) - _told_as_program
+    _told_as_program.update(added)
+    patcher.defer(lambda: _told_as_program.difference_update(added))
 
 
 def outside() -> int:

@@ -74,7 +74,7 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def run(bin_dir: Path, *args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCHDEVICE_", "PYTHON"))}
-    env.update(OMP_NUM_THREADS="1", TORCHDEVICE_CACHE_DIR=str(cwd / "cache"))
+    env.update(OMP_NUM_THREADS="1", TORCHDEVICE_CACHE_DIR=str(cwd / "cache"), TORCHDEVICE_TARGET="cpu")
     return subprocess.run([str(bin_dir / args[0]), *args[1:]], cwd=cwd, env=env, input=stdin, capture_output=True,
                           text=True, timeout=300)
 
@@ -85,7 +85,8 @@ def test_wheel_holds_every_subpackage_and_data_file_and_no_dev_tool(wheel: Path)
     in_tree = {p.parent.relative_to(ROOT).as_posix() for p in (ROOT / "torchdevice").rglob("__init__.py")}
     assert in_tree <= packages
     assert {"torchdevice/py.typed", "torchdevice_generated/py.typed", "torchdevice_generated/catalog.jsonl",
-            "torchdevice.pth", "_torchdevice_startup.py"} <= set(names)
+            "torchdevice.pth", "_torchdevice_startup.py",
+            "torchdevice/simulated/backend.cpp"} <= set(names)  # the default target's backend, built at first use
     assert not [n for n in names if n.split("/")[0] in ("codegen", "tests", "catalog", "bench", "examples")]
     metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
     headers = Parser().parsestr(zipfile.ZipFile(wheel).read(metadata).decode())

@@ -33,14 +33,15 @@ def on_cpu():
 @pytest.fixture
 def command() -> Run:
     """Run a command (``"python"`` and ``"torchdevice"`` are this environment's) with ``env`` added to the
-    environment, without inherited ``TORCHDEVICE_*`` settings, on one thread: workers share the cores; Ctrl-C
+    environment, without inherited ``TORCHDEVICE_*`` settings, on the cpu target unless ``env`` or the command names
+    another (``TORCHDEVICE_TARGET=""``: the default), on one thread: workers share the cores; Ctrl-C
     interrupts it as in a terminal, also where the suite itself was started with SIGINT ignored (a background job)."""
     programs = {"python": sys.executable, "torchdevice": CONSOLE_SCRIPT}
 
     def run(program: str, *args: str, cwd: Path = ROOT,
             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
         environment = {k: v for k, v in os.environ.items() if not k.startswith("TORCHDEVICE_")}
-        environment.update(OMP_NUM_THREADS="1", **(env or {}))
+        environment.update({"OMP_NUM_THREADS": "1", "TORCHDEVICE_TARGET": "cpu", **(env or {})})
         return subprocess.run([programs.get(program, program), *args], cwd=cwd, env=environment,
                               capture_output=True, text=True, timeout=300, preexec_fn=_interruptible)
 

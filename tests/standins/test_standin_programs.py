@@ -23,9 +23,10 @@ PROGRAMS = Path(__file__).resolve().parent / "programs"
 
 
 def run(how: str, program: str, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """``torchdevice run PROGRAM ARGS`` or ``python PROGRAM ARGS``, without inherited TORCHDEVICE_ settings."""
+    """``torchdevice run PROGRAM ARGS`` or ``python PROGRAM ARGS``, without inherited TORCHDEVICE_ settings, on the cpu
+    target unless ``env`` names another."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TORCHDEVICE_")}
-    environment.update(OMP_NUM_THREADS="1", TORCHDEVICE_LOG="info", **(env or {}))
+    environment.update({"OMP_NUM_THREADS": "1", "TORCHDEVICE_LOG": "info", "TORCHDEVICE_TARGET": "cpu", **(env or {})})
     prefix = [sys.executable, "-m", "torchdevice", "run"] if how == "torchdevice" else [sys.executable]
     path = str(PROGRAMS / program) if (PROGRAMS / program).exists() else program
     return subprocess.run([*prefix, path, *args], env=environment, capture_output=True, text=True, timeout=300)

@@ -22,7 +22,7 @@ def load(ipython: Any) -> None:
 
     device = activation.install()
     ipython.register_magic_function(magic, magic_kind="line", magic_name="torchdevice")
-    print(f"torchdevice: \"cuda\" means {device} in this session")
+    _say(device)
 
 
 def unload(ipython: Any) -> None:
@@ -41,10 +41,17 @@ def magic(line: str) -> None:
         counts.flush()
         print(program.summary(program.so_far(), ""))
     elif words[:1] == ["install"] and len(words) <= 2:
-        device = activation.install(words[1] if len(words) == 2 else None)
-        print(f"torchdevice: \"cuda\" means {device} in this session")
+        _say(activation.install(words[1] if len(words) == 2 else None))
     elif words == ["uninstall"]:
         activation.uninstall()
         print("torchdevice: uninstalled")
     else:
         print(USAGE)
+
+
+def _say(device: Any) -> None:
+    """What ``"cuda"`` means now, and the target's name where the device does not say it (``cuda:0 (cuda-sim)``)."""
+    from torchdevice.runtime import activation
+
+    name = (activation.options() or {}).get("target", device.type)
+    print(f"torchdevice: \"cuda\" means {device}{f' ({name})' if name != device.type else ''} in this session")

@@ -78,7 +78,7 @@ def _install(target: str | torch.device | None, prefer_mlx: bool, devices: int |
              gpu_memory: str | int | None) -> torch.device:
     global _state
     with _lock:
-        name = resolve(target)
+        name = target_name(target)
         options: dict[str, Any] = {"prefer_mlx": prefer_mlx or os.environ.get("TORCHDEVICE_PREFER_MLX") == "1",
                                    "devices": resolve_devices(devices), "target": name}
         if name == SIMULATED_CUDA:
@@ -103,7 +103,8 @@ def _install(target: str | torch.device | None, prefer_mlx: bool, devices: int |
         stale = bindings.stale_bindings(state.patcher.replaced)
         if stale:
             warnings.warn(bindings.message(stale), stacklevel=4)
-        log.info("installed: cuda -> %s", state.device if name != "cuda" else "cuda (passthrough)")
+        log.info("installed: cuda -> %s%s", state.device if name != "cuda" else "cuda (passthrough)",
+                 f" ({name})" if name not in ("cuda", state.device.type) else "")
         return state.device
 
 
@@ -127,6 +128,20 @@ def uninstall() -> None:
             return
         _state.patcher.restore()
         _state = None
+
+
+def target_name(requested: str | torch.device | None = None) -> str:
+    """The target ``"cuda"`` means (:func:`.target.resolve`): on a machine with neither CUDA nor MPS, a simulated GPU
+    where one can be had (:func:`torchdevice.simulated.gpu_unavailable`), else the CPU (said at INFO)."""
+    return resolve(requested, simulated_gpu=_simulated_gpu)
+
+
+def _simulated_gpu() -> bool:
+    why = importlib.import_module("torchdevice.simulated").gpu_unavailable()
+    if why is not None:
+        configure_logging()
+        log.info("no simulated GPU here (%s): cuda -> cpu", why)
+    return why is None
 
 
 def current_target() -> torch.device:
@@ -170,7 +185,7 @@ def install_inherited() -> torch.device:
 
         program.join(report)
     try:
-        arguments["target"] = resolve(arguments.get("target"))
+        arguments["target"] = target_name(arguments.get("target"))
     except (ValueError, RuntimeError) as exc:  # the parent's target is not one this process can have
         raise type(exc)(f"{exc} ({processes.VARIABLE}={value})") from None
     return install(**arguments)

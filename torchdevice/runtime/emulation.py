@@ -633,6 +633,15 @@ class Stream:
     def synchronize(self) -> None:
         self.em.synchronize()
 
+    def __enter__(self) -> Stream:
+        """``with stream:`` makes it current until the block ends, as ``torch.Stream`` does."""
+        self.previous = self.em.current_stream()
+        self.em.set_stream(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.em.set_stream(self.previous)
+
     def __repr__(self) -> str:
         return f"<torch.cuda.Stream (emulated) priority={self.priority}>"
 

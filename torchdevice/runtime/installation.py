@@ -43,7 +43,9 @@ class Installation:
         self.devices = DeviceMap(device, emulated, target.aliases, target.indexed)
         self.strict = StrictDeviceMap(device, emulated, target.aliases, target.indexed)
         self.types = TypeMap(device, emulated, target.aliases)
-        self.counts = RedirectCounts(f"cuda->{(target.shown or device).type}")
+        # a simulated GPU's tensors say cuda: the route names the target, so no report takes it for a real one
+        shown = target.name if target.gpu is not None else (target.shown or device).type
+        self.counts = RedirectCounts(f"cuda->{shown}")
         self.ledger = Ledger(emulated)
         self.selected = _Selected()
         self.hosting = target.hosting

@@ -13,7 +13,8 @@ what a device is, is its profile (:mod:`.profile`). Its modules:
 - :mod:`.presentation`: what the program sees (``mps:0``, ``cuda:1``, ``torch.backends.mps``, ``torch.mps``,
   checkpoints);
 - :mod:`.profile`: what each device is (a GPU's card: :mod:`torchdevice.device.gpus`);
-- :mod:`.sharing`: a GPU's tensors sent to other processes share their memory, as CUDA's IPC does.
+- :mod:`.sharing`: a GPU's tensors sent to other processes share their memory, as CUDA's IPC does;
+- :mod:`.parallel`: a GPU's scatter, gather and broadcasts between devices (``nn.DataParallel``).
 
 The simulated macOS version is :func:`torchdevice.device.limits.macos` (``TORCHDEVICE_MACOS=15.1``; by default 14.0,
 the oldest macOS torch 2.13 supports, which refuses the most). What they cannot show: speed (the CPU computes
@@ -25,7 +26,7 @@ from __future__ import annotations
 from torchdevice.device import gpus
 from torchdevice.device.target import SIMULATED_CUDA, SIMULATED_MPS, Target
 from torchdevice.patching import Patcher
-from torchdevice.simulated import internals, presentation, profile, sharing
+from torchdevice.simulated import backend, internals, parallel, presentation, profile, sharing
 from torchdevice.simulated.kernels import SimulatedKernels
 
 
@@ -44,4 +45,15 @@ def activate(patcher: Patcher, name: str, devices: int = 1, gpu: gpus.Gpu | None
     presentation.activate(patcher, sim.profile, sim.macos)
     if name == SIMULATED_CUDA:
         sharing.activate(patcher)  # CUDA's IPC (torch shares no MPS memory between processes)
+        parallel.activate(patcher)  # CUDA's copies between devices (nn.DataParallel)
     return sim.target()
+
+
+def gpu_unavailable() -> str | None:
+    """Why a simulated GPU cannot be had in this process (None: it can): torch is another release than its internals
+    were read from, or the compiled backend does not load (it is built first where needed, once per machine)."""
+    try:
+        internals.check(SIMULATED_CUDA)
+    except RuntimeError as exc:
+        return str(exc).removeprefix("torchdevice: ")
+    return None if backend.load() else backend.why_not()

@@ -316,7 +316,7 @@ class SimulatedKernels:
                      *registered("CompositeExplicitAutogradNonFunctional")}
         names = {name for name in registered("CPU") if name.startswith("aten::") and name not in composite}
         names.update(op._name for op in self._with_kernels())
-        skipped = {*self.missing_overloads, *self.composed, *self.limited,
+        skipped = {*self.missing_overloads, *self.composed,
                    *(op._name for op in (*_VIEWS, *_WHOLE, _aten.group_norm.default, _aten.set_.default,
                                          _aten._copy_from.default, _aten._copy_from_and_resize.default,
                                          _aten.empty.memory_format, _aten.empty_strided.default, _aten.copy_.default))}

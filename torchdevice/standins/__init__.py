@@ -26,4 +26,4 @@ def activate(patcher: Patcher, target: Target, options: dict[str, Any]) -> None:
     finder = StandinFinder(PACKAGES)
     sys.meta_path.append(finder)
     patcher.defer(lambda: sys.meta_path.remove(finder) if finder in sys.meta_path else None)
-    sdpa.activate(patcher, target.device)
+    sdpa.activate(patcher, target.name)

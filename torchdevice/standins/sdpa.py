@@ -25,14 +25,15 @@ FLAGS = ("cudnn", "flash", "mem_efficient", "math", "overrideable")
 FUSED = ("cudnn", "flash", "mem_efficient")
 NAMES = {"cudnn": "CUDNN_ATTENTION", "flash": "FLASH_ATTENTION", "mem_efficient": "EFFICIENT_ATTENTION",
          "math": "MATH", "overrideable": "OVERRIDEABLE"}
-TARGET_FUSED = {"cpu": ("flash",)}
-"""The fused SDPA kernels each target has (MPS: none; its SDPA runs under ``MATH``)."""
+TARGET_FUSED = {"cpu": ("flash",), "cuda-sim": ("flash",)}
+"""The fused SDPA kernels each target has, by its name (MPS: none, its SDPA runs under ``MATH``; a simulated GPU
+computes with the CPU's)."""
 
 
 class Choices:
-    """The backends the program chose, and the flags set from them for ``target``."""
+    """The backends the program chose, and the flags set from them for the target named ``target``."""
 
-    def __init__(self, target: torch.device, setters: dict[str, Any]):
+    def __init__(self, target: str, setters: dict[str, Any]):
         self.target, self.setters = target, setters
         self.chosen = {flag: bool(getattr(torch._C, f"_get_{flag}_sdp_enabled")()) for flag in FLAGS}
         self.deferred = False
@@ -47,7 +48,7 @@ class Choices:
         flags = dict(self.chosen)
         if any(self.chosen[f] for f in FUSED):
             flags["math"] = True
-            for fused in TARGET_FUSED.get(self.target.type, ()):
+            for fused in TARGET_FUSED.get(self.target, ()):
                 flags[fused] = True
         return flags
 
@@ -68,10 +69,10 @@ class Choices:
         if effective != self.chosen:
             names = lambda flags: "+".join(NAMES[f] for f in FLAGS if flags[f]) or "none"  # noqa: E731
             record_redirect("torch.nn.attention.sdpa_kernel",
-                            f"{names(self.chosen)}->{self.target.type}:{names(effective)}")
+                            f"{names(self.chosen)}->{self.target}:{names(effective)}")
 
 
-def activate(patcher: Patcher, target: torch.device) -> None:
+def activate(patcher: Patcher, target: str) -> None:
     """Patch torch's SDPA flag functions (``torch._C``) and ``torch.nn.attention._sdpa_kernel`` until restore."""
     import torch.nn.attention as attention
 
