@@ -58,9 +58,10 @@ test-consistency: $(STAMP)
 	$(PY) -m pytest -n $(JOBS) -q -m consistency --consistency-target=$(CONSISTENCY_TARGET) tests/consistency
 
 # The own test suites of skorch, pytorch-ignite and accelerate, natively and under the runtime (not in `test`).
+# `make external-suites EXTERNAL_TARGET=cuda-sim` runs them under that target (default: the runtime's).
 external-suites: $(STAMP)
 	$(PIP_INSTALL) -e '.[mlx,dev,external]'
-	$(PY) tests/external/suites.py
+	$(PY) tests/external/suites.py $(if $(EXTERNAL_TARGET),--target $(EXTERNAL_TARGET))
 
 catalog: $(STAMP)
 	$(PY) -m codegen.scan

@@ -1,10 +1,11 @@
 """The own test suites of libraries this project did not write, run natively and under ``torchdevice run``.
 
-``python tests/external/suites.py [SUITE...] [-n JOBS]`` (``make external-suites``). For each suite the
-sdist of the installed release is fetched with pip into ``.external/`` (the test sources ship in it) and
-the chosen tests run twice with pytest: with plain torch, then as ``torchdevice run -m pytest``, each
-writing JUnit XML. It prints, per suite, how many passed each way and every test whose outcome differs,
-and writes everything to ``.external/results.json``. Not part of ``make test``: it takes tens of minutes.
+``python tests/external/suites.py [SUITE...] [-n JOBS] [--target NAME]`` (``make external-suites``). For
+each suite the sdist of the installed release is fetched with pip into ``.external/`` (the test sources ship
+in it) and the chosen tests run twice with pytest: with plain torch, then as ``torchdevice run [--target
+NAME] -m pytest``, each writing JUnit XML. It prints, per suite, how many passed each way and every test
+whose outcome differs, and writes everything to ``.external/results.json``. Not part of ``make test``: it
+takes tens of minutes.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -30,6 +32,18 @@ class Suite:
     distribution: str  # the PyPI name; the installed release's sdist is fetched
     tests: tuple[str, ...]  # pytest arguments, run from the unpacked sdist's root
     jobs: bool = True  # False: one pytest process (ignite's fixtures take an xdist worker's number for a rank)
+    added: tuple[tuple[str, str], ...] = ()  # (path in the sdist, its text): test modules the sdist lacks
+
+
+HERE = Path(__file__).resolve().parent
+# The sdist's common model tester imports two modules the sdist leaves out; the mixins it takes from them
+# add tests of torch.export and of generate(), which the suite goes without.
+TRANSFORMERS_ADDED = (
+    ("tests/__init__.py", ""), ("tests/exporters/__init__.py", ""), ("tests/generation/__init__.py", ""),
+    ("tests/exporters/test_export.py", "class ExportTesterMixin:\n    pass\n"),
+    ("tests/generation/test_utils.py", "class GenerationTesterMixin:\n    pass\n"),
+    ("tests/test_architectures.py", (HERE / "transformers_models.py").read_text()),
+)
 
 
 SUITES = {
@@ -44,6 +58,8 @@ SUITES = {
         "tests/test_accelerator.py", "tests/test_utils.py", "tests/test_memory_utils.py",
         "tests/test_optimizer.py", "tests/test_kwargs_handlers.py", "tests/test_scheduler.py",
         "tests/test_grad_sync.py", "tests/test_data_loader.py", "-o", "addopts=")),
+    "transformers": Suite("transformers", ("tests/test_architectures.py", "-o", "addopts="),
+                          added=TRANSFORMERS_ADDED),
 }
 
 
@@ -78,33 +94,52 @@ def outcomes(report: Path) -> dict[str, str]:
     return found
 
 
-def run(suite: Suite, root: Path, redirected: bool, jobs: int) -> tuple[dict[str, str], float]:
-    report = root / ("runtime.xml" if redirected else "native.xml")
+def missing_modules(report: Path) -> dict[str, str]:
+    """``{test id: module}`` for the tests of a JUnit XML report that failed on a module not installed."""
+    found = {}
+    for case in ET.parse(report).iter("testcase"):
+        for failure in (child for child in case if child.tag in ("failure", "error")):
+            missing = re.search(r"No module named '([\w.]+)'", f"{failure.get('message')}\n{failure.text}")
+            if missing:
+                found[f"{case.get('classname')}::{case.get('name')}"] = missing[1]
+    return found
+
+
+def run(suite: Suite, root: Path, runtime: list[str] | None, jobs: int) -> tuple[Path, float]:
+    """The suite's JUnit report and seconds, natively or (``runtime``: its arguments) as ``torchdevice run``."""
+    for path, text in suite.added:
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text)
+    report = root / ("native.xml" if runtime is None else "runtime.xml")
     pytest = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", ".", f"--junitxml={report}", *suite.tests]
     if suite.jobs and jobs > 1:
         pytest += ["-n", str(jobs)]
-    command = [sys.executable, *(["-m", "torchdevice", "run"] if redirected else []), *pytest]
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("TORCHDEVICE_")}
+    command = [sys.executable, *([] if runtime is None else ["-m", "torchdevice", "run", *runtime]), *pytest]
+    environment = {k: v for k, v in os.environ.items()
+                   if not k.startswith("TORCHDEVICE_") or k == "TORCHDEVICE_BUILD_DIR"}
     environment["HF_HUB_OFFLINE"] = "1"  # tests that would download a model fail at once, both ways
     start = time.monotonic()
     with open(report.with_suffix(".log"), "w") as log:
         subprocess.run(command, cwd=root, env=environment, stdout=log, stderr=subprocess.STDOUT, check=False)
-    return outcomes(report), time.monotonic() - start
+    return report, time.monotonic() - start
 
 
-def compare(name: str, jobs: int) -> dict:
+def compare(name: str, jobs: int, target: str | None) -> dict:
     suite = SUITES[name]
     root = unpacked(suite.distribution)
-    native, native_s = run(suite, root, redirected=False, jobs=jobs)
-    runtime, runtime_s = run(suite, root, redirected=True, jobs=jobs)
+    native_report, native_s = run(suite, root, None, jobs)
+    runtime_report, runtime_s = run(suite, root, [] if target is None else ["--target", target], jobs)
+    native, runtime = outcomes(native_report), outcomes(runtime_report)
     differ = {test: {"native": native.get(test, "absent"), "runtime": runtime.get(test, "absent")}
               for test in sorted(native.keys() | runtime.keys()) if native.get(test) != runtime.get(test)}
     count = lambda found, kind: sum(outcome == kind for outcome in found.values())  # noqa: E731
-    return {"suite": name, "release": version(suite.distribution), "tests": len(native),
+    return {"suite": name, "release": version(suite.distribution), "target": target or "default",
+            "tests": len(native),
             "native": {k: count(native, k) for k in ("passed", "failed", "skipped")},
             "runtime": {k: count(runtime, k) for k in ("passed", "failed", "skipped")},
             "seconds": {"native": round(native_s), "runtime": round(runtime_s)},
             "lost": sorted(t for t, d in differ.items() if d["native"] == "passed"),
+            "missing_modules": missing_modules(runtime_report),  # of the runtime's failures
             "differ": differ}
 
 
@@ -112,6 +147,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("suites", nargs="*", metavar="SUITE", help=f"default: all of {', '.join(SUITES)}")
     parser.add_argument("-n", "--jobs", type=int, default=2, help="pytest-xdist workers per run (default 2)")
+    parser.add_argument("--target", help="torchdevice run's --target (default: the runtime's default)")
     args = parser.parse_args()
     unknown = sorted(set(args.suites) - set(SUITES))
     if unknown:
@@ -119,13 +155,17 @@ def main() -> int:
     WORK.mkdir(exist_ok=True)
     results = []
     for name in args.suites or SUITES:
-        result = compare(name, args.jobs)
+        result = compare(name, args.jobs, args.target)
         results.append(result)
-        print(f"{name} {result['release']}: {result['tests']} tests; passed natively {result['native']['passed']}, "
-              f"under the runtime {result['runtime']['passed']}; {len(result['lost'])} passed natively only; "
-              f"{result['seconds']['native']} s / {result['seconds']['runtime']} s", flush=True)
+        print(f"{name} {result['release']} (target {result['target']}): {result['tests']} tests; "
+              f"passed natively {result['native']['passed']}, "
+              f"under the runtime {result['runtime']['passed']} (failed {result['runtime']['failed']}, "
+              f"{len(result['missing_modules'])} of them on a missing module); {len(result['lost'])} passed natively "
+              f"only; {result['seconds']['native']} s / {result['seconds']['runtime']} s", flush=True)
         for test, outcome in result["differ"].items():
-            print(f"  {test}: native {outcome['native']}, runtime {outcome['runtime']}")
+            module = result["missing_modules"].get(test)
+            print(f"  {test}: native {outcome['native']}, runtime {outcome['runtime']}"
+                  + (f" (no module {module})" if module else ""))
     (WORK / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     return 0
 

@@ -160,3 +160,12 @@ def test_a_device_tensor_pickled_for_another_process_is_its_memory():
         assert (sent.tolist(), received.tolist()) == ([-1.0, 12.0, 13.0], [-1.0, 12.0, 13.0])
         assert ForkingPickler.dumps(sent)  # sent again: already in shared memory
     assert ForkingPickler._extra_reducers[torch.Tensor] is torch_reduction
+
+
+@pytest.mark.processes
+def test_flex_attention_through_a_compiled_block_mask_computes_what_the_cpu_computes():
+    """``create_block_mask`` compiles a graph that takes no tensor and makes the GPU's: it runs on the device."""
+    done = side_by_side(lambda target: run_on(target, str(PROGRAMS / "block_masks.py")))
+    (gpu,), (cpu,) = (json_lines(done[target]) for target in ("cuda-sim", "cpu"))
+    assert gpu["device"] == "cuda:0" and gpu["blocks"] == cpu["blocks"]
+    assert_close(torch.tensor(gpu["out"]), torch.tensor(cpu["out"]))

@@ -17,7 +17,8 @@ While the simulation is installed (every patch through the runtime's patcher):
 - ``Module.to`` keeps each parameter object, as a Mac's does (assigning ``param.data`` on the compiled backend,
   :mod:`.backend`; swapping the parameters' tensors on the Python one);
 - ``torch.compile`` compiles: Dynamo and AOTAutograd trace as for any device, and the graphs of the simulated device
-  run through its kernels (where a Mac's Inductor generates Metal kernels);
+  run through its kernels (where a Mac's Inductor generates Metal kernels); flex attention takes the device's inputs
+  as the device the program sees;
 - storages of the device are copied by its kernels (``copy.deepcopy``, ``Storage.to``), and ``.numpy()`` of a
   device tensor raises the device's error.
 """
@@ -25,6 +26,7 @@ While the simulation is installed (every patch through the runtime's patcher):
 from __future__ import annotations
 
 import functools
+import types
 from typing import Any
 
 import torch
@@ -92,6 +94,8 @@ def activate(patcher: Patcher, profile: Profile, macos: tuple[int, int] | None =
     patcher.set(torch.Tensor, "numpy", _numpy(torch.Tensor.numpy, shown))
     patcher.set(torch._TorchCompileInductorWrapper, "__call__",
                 _compiled_eagerly(torch._TorchCompileInductorWrapper.__call__))
+    patcher.after_import("torch.nn.attention.flex_attention", lambda flex: patcher.set(
+        flex, "_validate_device", _validated_as_shown(flex._validate_device, shown)))
     registry = torch.serialization._package_registry
     entry = (0, lambda storage: _tag(storage, profile), lambda storage, location: _restore(storage, location, profile))
     registry.insert(0, entry)
@@ -202,16 +206,32 @@ def _numpy(original: Any, shown: tuple[torch.device, ...]) -> Any:
 
 def _compiled_eagerly(inductor: Any) -> Any:
     """``torch.compile``'s default compiler: a graph of the simulated device runs as traced, through its kernels
-    (AOTAutograd's graphs, forward and backward, run eagerly), where a Mac generates Metal kernels for it."""
+    (AOTAutograd's graphs, forward and backward, run eagerly), where a Mac generates Metal kernels for it. A graph
+    is the device's when a tensor it takes or makes is (flex attention's block masks are made from no tensor)."""
     @functools.wraps(inductor)
     def compile_graph(self: Any, model: Any, inputs: Any, **kwargs: Any) -> Any:
-        if not any(isinstance(t, torch.Tensor) and t.device.type == NAME for t in inputs):
+        made = [node.meta.get("example_value") for node in model.graph.nodes]
+        if not any(isinstance(t, torch.Tensor) and t.device.type == NAME
+                   for t in torch.utils._pytree.tree_leaves([inputs, made])):
             return inductor(self, model, inputs, **kwargs)
         from torch._dynamo.backends.debugging import aot_eager
 
         return aot_eager(model, inputs)
 
     return compile_graph
+
+
+def _validated_as_shown(validate: Any, shown: tuple[torch.device, ...]) -> Any:
+    """Flex attention checks its inputs on the device the program sees (its list of devices, MPS's refusal of
+    backward): the check reads only their device and ``requires_grad``."""
+    @functools.wraps(validate)
+    def validate_device(*tensors: torch.Tensor) -> None:
+        if cpp_device(tensors[0]).type != NAME:
+            return validate(*tensors)
+        return validate(*(types.SimpleNamespace(device=shown[cpp_device(t).index], requires_grad=t.requires_grad)
+                          for t in tensors))
+
+    return validate_device
 
 
 def _tag(storage: Any, profile: Profile) -> str | None:
