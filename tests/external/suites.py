@@ -53,11 +53,17 @@ SUITES = {
     "pytorch-ignite": Suite("pytorch-ignite", (
         "tests/ignite/distributed/utils/test_native.py", "tests/ignite/distributed/comp_models/test_native.py",
         "tests/ignite/distributed/test_auto.py", "tests/ignite/engine/test_create_supervised.py",
-        "tests/ignite/test_utils.py", "-o", "addopts="), jobs=False),
+        "tests/ignite/test_utils.py", "tests/ignite/distributed/utils/test_serial.py",
+        "tests/ignite/handlers/test_ema_handler.py", "tests/ignite/metrics/test_accumulation.py",
+        *(f"tests/ignite/engine/test_deterministic.py::{test}" for test in (  # its others take minutes on the CPU
+            "test__set_rng_states_cuda", "test_gradients_on_resume_on_cuda", "test_distrib_gloo_cpu_or_gpu",
+            "test_distrib_nccl_gpu")), "-o", "addopts="), jobs=False),
     "accelerate": Suite("accelerate", (
         "tests/test_accelerator.py", "tests/test_utils.py", "tests/test_memory_utils.py",
         "tests/test_optimizer.py", "tests/test_kwargs_handlers.py", "tests/test_scheduler.py",
-        "tests/test_grad_sync.py", "tests/test_data_loader.py", "-o", "addopts=")),
+        "tests/test_grad_sync.py", "tests/test_data_loader.py", "tests/test_big_modeling.py",
+        "tests/test_modeling_utils.py", "tests/test_hooks.py", "tests/test_compile.py",
+        "tests/test_activation_checkpointing_offload.py", "tests/test_state_checkpointing.py", "-o", "addopts=")),
     "transformers": Suite("transformers", ("tests/test_architectures.py", "-o", "addopts="),
                           added=TRANSFORMERS_ADDED),
 }
@@ -118,6 +124,8 @@ def run(suite: Suite, root: Path, runtime: list[str] | None, jobs: int) -> tuple
     environment = {k: v for k, v in os.environ.items()
                    if not k.startswith("TORCHDEVICE_") or k == "TORCHDEVICE_BUILD_DIR"}
     environment["HF_HUB_OFFLINE"] = "1"  # tests that would download a model fail at once, both ways
+    # the console scripts tests start (accelerate launch), as in an activated environment
+    environment["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), environment.get("PATH", "")])
     start = time.monotonic()
     with open(report.with_suffix(".log"), "w") as log:
         subprocess.run(command, cwd=root, env=environment, stdout=log, stderr=subprocess.STDOUT, check=False)

@@ -339,3 +339,33 @@ def test_checkpointed_layers_recompute_in_cudas_autocast(gpu):
         y = torch.utils.checkpoint.checkpoint(layer, x, use_reentrant=False)
     y.float().sum().backward()  # the recomputed forward casts as the first did
     assert y.dtype == torch.bfloat16 and layer.weight.grad.dtype == torch.float32 and x.grad.is_cuda
+
+
+def _autocast_forward(compiled: bool) -> torch.Tensor:
+    """accelerate's mixed precision: a forward wrapped in ``torch.autocast("cuda")``, compiled, breaking its graph
+    inside the region (a print would), where Dynamo enters the region again in a frame of its own."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3).cuda()
+
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        torch._dynamo.graph_break()
+        return model(x)
+
+    forward = torch.autocast("cuda", dtype=torch.float16)(forward)
+    return (torch.compile(forward, backend="eager") if compiled else forward)(torch.randn(2, 4, device="cuda"))
+
+
+def test_a_compiled_forward_in_cudas_autocast_gives_the_eager_values():
+    with torchdevice.installed("cpu"):
+        expected = _autocast_forward(compiled=False)
+    try:
+        with torchdevice.installed("cpu"):
+            on_cpu = _autocast_forward(compiled=True)
+        with torchdevice.installed("cuda-sim"):
+            on_gpu = _autocast_forward(compiled=True)
+            assert (on_gpu.dtype, on_gpu.device) == (torch.float16, torch.device("cuda", 0))
+            on_gpu = on_gpu.cpu()
+    finally:
+        torch._dynamo.reset()
+    torch.testing.assert_close(on_cpu, expected)
+    torch.testing.assert_close(on_gpu, expected)

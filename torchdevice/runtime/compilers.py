@@ -10,10 +10,15 @@ from ``getattr(torch, name)`` when ``torch._dynamo`` is first imported (creating
 wrappers, and ``torch.compile`` would then refuse the originals; so while installed, every map
 Dynamo builds is corrected, each wrapper's rule given back to its original. If ``torch._dynamo``
 is not imported yet, a meta path hook applies the correction when it is.
+
+Dynamo never traces torch's own autocast methods; it must not trace those that stand in for them either
+(:data:`UNTRACED`): a region entered again after a graph break inside it calls ``__enter__`` in a frame
+of its own, where Dynamo would model the autocast object as one whose attributes it cannot read.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -23,6 +28,10 @@ import torch.jit._builtins
 from torchdevice.patching import Patcher
 
 TRACE_RULES = "torch._dynamo.trace_rules"
+
+UNTRACED = frozenset((Path(__file__).parent / name).as_posix() for name in ("amp.py", "autocast_policy.py"))
+"""Runtime files whose functions Dynamo runs as they are, as it runs the torch functions they stand in for:
+autocast's methods, and the CUDA policy the first region opened for CUDA registers."""
 
 SCRIPTED_TYPES = {torch.device: "aten::device"}
 """C types TorchScript recognises by identity, with the op it compiles their calls to: a stand-in
@@ -37,7 +46,7 @@ class Compilers:
         self.originals: dict[Any, Any] = {}  # wrapper -> the function it stands in for
         self._jit = torch.jit._builtins._get_builtin_table()
         patcher.defer(self._forget)
-        patcher.after_import(TRACE_RULES, self._correct_rule_maps)
+        patcher.after_import(TRACE_RULES, self._adapt_dynamo)
 
     def add(self, original: Any, wrapper: Any) -> None:
         """``wrapper`` now stands where ``original`` was."""
@@ -50,6 +59,15 @@ class Compilers:
         for wrapper in self.originals:
             self._jit.pop(id(wrapper), None)
         self.originals.clear()
+
+    def _adapt_dynamo(self, trace_rules: ModuleType) -> None:
+        self._correct_rule_maps(trace_rules)
+        self._skip_untraced(trace_rules)
+
+    def _skip_untraced(self, trace_rules: ModuleType) -> None:
+        added = UNTRACED - trace_rules.FORCE_SKIP_FILES
+        trace_rules.FORCE_SKIP_FILES.update(added)
+        self.patcher.defer(lambda: trace_rules.FORCE_SKIP_FILES.difference_update(added))
 
     def _correct_rule_maps(self, trace_rules: ModuleType) -> None:
         build = trace_rules.get_torch_obj_rule_map
