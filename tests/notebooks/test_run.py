@@ -18,8 +18,8 @@ import pytest
 import torch
 from nbformat.v4 import new_code_cell, new_notebook
 
+from torchdevice.device.target import resolve
 from torchdevice.notebooks.execute import execute, load
-from torchdevice.runtime.activation import target_name
 
 pytestmark = pytest.mark.processes
 
@@ -112,7 +112,7 @@ def test_load_ext_installs_the_runtime_in_a_running_kernel(tmp_path):
         new_code_cell("%torchdevice report"),
     ]), path)
     before, loaded, cuda, report = outputs(native(path))
-    default = target_name()  # this machine's: a simulated GPU here
+    default = resolve()  # this machine's default target
     assert before == "False\n" and loaded.startswith("torchdevice: \"cuda\" means ") and cuda == "True True\n"
     assert f"target {default}" in report and "redirected: 1 calls (torch.ones 1)" in report
 

@@ -133,21 +133,6 @@ def test_target_from_the_environment(python):
 
 
 @pytest.mark.processes
-@pytest.mark.skipif(torch.cuda.is_available() or torch.backends.mps.is_available(),
-                    reason="the default of a machine with neither CUDA nor MPS")
-def test_cuda_means_a_simulated_gpu_where_one_can_be_had_else_the_cpu(python):
-    code = ("import torch, torchdevice; torchdevice.install(); x = torch.ones(2, device='cuda') * 2; "
-            "print(torchdevice.target(), x.device, x.is_cuda, torch.cuda.get_device_name())")
-    simulated = python("-c", code, env={"TORCHDEVICE_TARGET": ""})
-    assert simulated.returncode == 0, simulated.stderr
-    assert simulated.stdout.split() == ["cuda:0", "cuda:0", "True", "Tesla", "T4"]
-    without = python("-c", code,
-                     env={"TORCHDEVICE_TARGET": "", "TORCHDEVICE_BACKEND": "python", "TORCHDEVICE_LOG": "info"})
-    assert without.returncode == 0, without.stderr
-    assert without.stdout.split()[:3] == ["cpu", "cpu", "False"]
-    assert "no simulated GPU here (TORCHDEVICE_BACKEND=python): cuda -> cpu" in without.stderr
-
-@pytest.mark.processes
 def test_importing_torchdevice_imports_neither_torch_nor_yaml(python):
     code = "import sys, torchdevice; print(sorted(m for m in ('torch', 'yaml', 'libcst') if m in sys.modules))"
     assert python("-c", code).stdout.strip() == "[]"

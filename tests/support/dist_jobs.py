@@ -42,8 +42,8 @@ def run(command: list[str], timeout: float, env: dict[str, str] | None = None) -
     """Run ``command`` in its own session; on timeout kill that session (the launcher and its workers).
 
     The environment is this one without inherited ``TORCHDEVICE_*`` settings (a test's installation
-    propagates through ``TORCHDEVICE_INSTALL``), on the cpu target unless ``env`` or the command names another (the
-    default target is tested in ``tests/runtime/test_runtime_install.py``), plus ``env``."""
+    propagates through ``TORCHDEVICE_INSTALL``), on the cpu target unless ``env`` or the command names another, plus
+    ``env``."""
     path = os.pathsep.join(filter(None, (str(SUPPORT), os.environ.get("PYTHONPATH"))))
     inherited = {k: v for k, v in os.environ.items() if not k.startswith("TORCHDEVICE_")}
     environment = {**inherited, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1", "PYTHONPATH": path,

@@ -31,11 +31,10 @@ def facts() -> dict[str, Any]:
     import torchdevice_generated
     from torchdevice_generated import cuda_table, device_wrappers, fallback_table
 
-    from torchdevice.device.target import SIMULATED_MPS
-    from torchdevice.runtime.activation import target_name
+    from torchdevice.device.target import SIMULATED_MPS, resolve
 
     try:
-        target, error = target_name(), None
+        target, error = resolve(), None
     except (ValueError, RuntimeError) as exc:  # a bad TORCHDEVICE_TARGET: reported, the rest still shown
         target, error = None, str(exc).removeprefix("torchdevice: ")
     kind = None if target is None else "mps" if target == SIMULATED_MPS else target

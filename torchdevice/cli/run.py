@@ -83,10 +83,10 @@ def run(args: argparse.Namespace) -> int:
             print(f"torchdevice run: No module named {module[0]}", file=sys.stderr)
             return 1
     import torchdevice
-    from torchdevice.runtime.activation import target_name
+    from torchdevice.device.target import resolve
 
     try:
-        target = target_name(args.target)  # a bad TORCHDEVICE_TARGET is the user's input: one line, not a traceback
+        target = resolve(args.target)  # a bad TORCHDEVICE_TARGET is the user's input: one line, not a traceback
         if args.gpu or args.gpu_memory:
             from torchdevice.device import gpus
 

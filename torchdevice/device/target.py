@@ -13,7 +13,7 @@ watch), how it keeps the dtypes it has no tensors of (``hosting``), and whether 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -121,23 +121,20 @@ def for_name(name: str) -> Target:
     raise ValueError(f"torchdevice: no target {name!r} to build here")
 
 
-def resolve(requested: str | torch.device | None = None, *,
-            simulated_gpu: Callable[[], bool] = lambda: False) -> str:
+def resolve(requested: str | torch.device | None = None) -> str:
     """The name of the target ``"cuda"`` should mean: ``requested``, else ``$TORCHDEVICE_TARGET``, else the best
     present.
 
-    Real CUDA is preferred where present (the runtime then passes everything through), then MPS, then a simulated GPU
-    where ``simulated_gpu()`` says one can be had, then CPU. Asking for a target this machine lacks, or one that is not
-    a target, is an error (``ValueError``, ``RuntimeError``) naming where the request came from. On a Mac, ``mps-sim``
-    is ``mps``.
+    Real CUDA is preferred where present (the runtime then passes everything through), then MPS, then CPU (a simulated
+    GPU, ``cuda-sim``, only when asked: see the README's "Which is the default"). Asking for a target this machine
+    lacks, or one that is not a target, is an error (``ValueError``, ``RuntimeError``) naming where the request came
+    from. On a Mac, ``mps-sim`` is ``mps``.
     """
     name = requested if requested is not None else os.environ.get("TORCHDEVICE_TARGET") or None
     if name is None:
         if torch.cuda.is_available():
             return "cuda"
-        if torch.backends.mps.is_available():
-            return "mps"
-        return SIMULATED_CUDA if simulated_gpu() else "cpu"
+        return "mps" if torch.backends.mps.is_available() else "cpu"
     source = "" if requested is not None else f" (TORCHDEVICE_TARGET={name})"
     kind = name.type if isinstance(name, torch.device) else str(name).partition(":")[0]
     if kind not in TARGETS:

@@ -78,7 +78,7 @@ def _install(target: str | torch.device | None, prefer_mlx: bool, devices: int |
              gpu_memory: str | int | None) -> torch.device:
     global _state
     with _lock:
-        name = target_name(target)
+        name = resolve(target)
         options: dict[str, Any] = {"prefer_mlx": prefer_mlx or os.environ.get("TORCHDEVICE_PREFER_MLX") == "1",
                                    "devices": resolve_devices(devices), "target": name}
         if name == SIMULATED_CUDA:
@@ -130,20 +130,6 @@ def uninstall() -> None:
         _state = None
 
 
-def target_name(requested: str | torch.device | None = None) -> str:
-    """The target ``"cuda"`` means (:func:`.target.resolve`): on a machine with neither CUDA nor MPS, a simulated GPU
-    where one can be had (:func:`torchdevice.simulated.gpu_unavailable`), else the CPU (said at INFO)."""
-    return resolve(requested, simulated_gpu=_simulated_gpu)
-
-
-def _simulated_gpu() -> bool:
-    why = importlib.import_module("torchdevice.simulated").gpu_unavailable()
-    if why is not None:
-        configure_logging()
-        log.info("no simulated GPU here (%s): cuda -> cpu", why)
-    return why is None
-
-
 def current_target() -> torch.device:
     """The device ``"cuda"`` means now (``cuda`` itself when not installed or passing through)."""
     state = _state
@@ -185,7 +171,7 @@ def install_inherited() -> torch.device:
 
         program.join(report)
     try:
-        arguments["target"] = target_name(arguments.get("target"))
+        arguments["target"] = resolve(arguments.get("target"))
     except (ValueError, RuntimeError) as exc:  # the parent's target is not one this process can have
         raise type(exc)(f"{exc} ({processes.VARIABLE}={value})") from None
     return install(**arguments)

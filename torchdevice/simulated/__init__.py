@@ -26,7 +26,7 @@ from __future__ import annotations
 from torchdevice.device import gpus
 from torchdevice.device.target import SIMULATED_CUDA, SIMULATED_MPS, Target
 from torchdevice.patching import Patcher
-from torchdevice.simulated import backend, internals, parallel, presentation, profile, sharing
+from torchdevice.simulated import internals, parallel, presentation, profile, sharing
 from torchdevice.simulated.kernels import SimulatedKernels
 
 
@@ -48,12 +48,3 @@ def activate(patcher: Patcher, name: str, devices: int = 1, gpu: gpus.Gpu | None
         parallel.activate(patcher)  # CUDA's copies between devices (nn.DataParallel)
     return sim.target()
 
-
-def gpu_unavailable() -> str | None:
-    """Why a simulated GPU cannot be had in this process (None: it can): torch is another release than its internals
-    were read from, or the compiled backend does not load (it is built first where needed, once per machine)."""
-    try:
-        internals.check(SIMULATED_CUDA)
-    except RuntimeError as exc:
-        return str(exc).removeprefix("torchdevice: ")
-    return None if backend.load() else backend.why_not()
