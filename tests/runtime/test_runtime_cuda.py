@@ -94,6 +94,22 @@ def test_streams(on_cpu):
     torch.cuda.synchronize()
 
 
+@pytest.mark.parametrize("target", ["cpu", "mps-sim", "cuda-sim"])
+def test_a_tensor_used_on_a_side_stream_records_it_and_a_stream_is_a_context(target):
+    # a prefetcher's lines (and FSDP's): work on a side stream, the tensor recorded on the stream that uses it next
+    with torchdevice.installed(target):
+        side, x = torch.cuda.Stream(), torch.arange(4.0, device="cuda")
+        with side:
+            assert torch.cuda.current_stream() is side
+            y = x * 2
+        assert torch.cuda.current_stream() is torch.cuda.default_stream()
+        torch.cuda.current_stream().wait_stream(side)
+        assert y.record_stream(torch.cuda.current_stream()) is None and x.record_stream(side) is None
+        assert y.tolist() == [0.0, 2.0, 4.0, 6.0]
+    with pytest.raises(RuntimeError):  # torch's own, once uninstalled
+        y.record_stream(side)
+
+
 def test_cuda_rng_is_the_generator_cuda_tensors_draw_from(on_cpu):
     torch.cuda.manual_seed(3)
     first = torch.randn(4, device="cuda")

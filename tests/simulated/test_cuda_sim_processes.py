@@ -100,6 +100,25 @@ def test_torchrun_ranks_use_cuda_local_rank(tmp_path):
 
 
 @pytest.mark.processes
+def test_fsdp_ranks_shard_the_model_over_the_gpus_and_train_as_one_process(tmp_path):
+    done = torchrun(2, "--target", "cuda-sim", str(PROGRAMS / "fsdp_ranks.py"), str(tmp_path))
+    assert done.returncode == 0, done.output
+    ranks = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("rank*.json"))]
+    assert [(r["rank"], r["seen"]) for r in ranks] == [(0, ["cuda:0"]), (1, ["cuda:1"])]
+    # one process on the whole batch, plain torch: the gradient two halves average to
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for x in torch.randn(4, 16, 8, generator=torch.Generator().manual_seed(0)):
+        torch.nn.functional.mse_loss(model(x), x.sum(-1, keepdim=True).sin()).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    for rank in ranks:
+        assert_close({k: torch.tensor(v) for k, v in rank["state"].items()},
+                      {k: v.detach() for k, v in model.named_parameters()}, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.processes
 def test_a_rank_whose_model_is_on_another_gpu_than_its_device_ids_fails_as_on_a_gpu():
     """No ``set_device``: every model on cuda:0, ``device_ids=[rank]``. DDP takes the GPU it is given (the cpu target,
     where every ``cuda:i`` is the CPU, runs it)."""

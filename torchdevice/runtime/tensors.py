@@ -55,6 +55,7 @@ def patch(patcher: Patcher, r: Installation, emulation: Emulation) -> None:
     patcher.set(torch.Tensor, "is_pinned", _is_pinned(torch.Tensor.is_pinned))
     patcher.set(torch.Tensor, "type", mover.legacy_type())
     patcher.set(torch.Tensor, "get_device", _get_device(torch.Tensor.get_device))
+    patcher.set(torch.Tensor, "record_stream", _record_stream(torch.Tensor.record_stream, emulation))
     for name, answer in (("is_cuda", True), ("is_cpu", False)):
         patcher.set(torch.Tensor, name, _residence_property(name, answer, r.target))
     patcher.set(torch.UntypedStorage, "cuda", mover.storage_cuda())
@@ -279,6 +280,20 @@ def _copied_to_host(t: torch.Tensor) -> bool:
 def _cuda_type(t: torch.Tensor) -> str:
     """``torch.cuda.FloatTensor`` for a float32 tensor."""
     return "torch.cuda." + torch._C.TensorBase.type(t).removeprefix("torch.")
+
+
+def _record_stream(original: Any, emulation: Emulation) -> Any:
+    """``x.record_stream(stream)`` of an emulated stream records nothing: its work runs in order, so no memory is
+    reused before it is done (torch's would refuse the stream object: "unknown parameter type")."""
+    stream_class = emulation.classes["Stream"]
+
+    @functools.wraps(original)
+    def record_stream(self: torch.Tensor, stream: Any) -> None:
+        if not isinstance(stream, stream_class):
+            return original(self, stream)
+        return None
+
+    return record_stream
 
 
 def _is_pinned(original: Any) -> Any:

@@ -1,15 +1,19 @@
-"""A GPU's copies between devices within one process, for ``nn.DataParallel`` (the GPU's profile, ``cuda-sim``).
+"""Torch's data-parallel wrappers on simulated GPUs (the GPU's profile, ``cuda-sim``): ``nn.DataParallel`` and FSDP.
 
 ``torch.nn.parallel``'s scatter, gather and broadcasts call CUDA's C++ functions (``torch._C._scatter`` and kin, from
 ``torch/csrc/cuda/comm.cpp``), which a CPU build of torch lacks. They are given here as that file computes them: a
 scatter's chunks are views of the input where they stay on its device and copies elsewhere, a broadcast gives the
 source device the source tensors themselves, a gather concatenates into a new tensor of the destination (the current
-device, or the host for ``-1``), each with CUDA's checks and messages.
+device, or the host for ``-1``), each with CUDA's checks and messages. ``parallel_apply`` (each replica on its device)
+and FSDP's modules are answered as the program is (:func:`torchdevice.callers.tell_as_program`): CUDA is there, the
+parameters are on ``cuda:i``, and its streams and events are the emulated ones, which is all they ask of CUDA.
 """
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -24,12 +28,25 @@ CPU = torch.device("cpu")
 
 def activate(patcher: Patcher) -> None:
     """Give ``torch._C`` the functions until ``patcher.restore()`` (where this torch lacks them), and answer
-    ``parallel_apply``, which runs each replica on its device, as the program is answered (CUDA is the accelerator,
-    with its streams and device contexts)."""
+    ``parallel_apply`` and FSDP as the program is answered."""
     for name, function in FUNCTIONS.items():
         if not hasattr(torch._C, name):
             patcher.set(torch._C, name, function)
-    tell_as_program(patcher, ("torch.nn.parallel.parallel_apply",))
+    tell_as_program(patcher, ("torch.nn.parallel.parallel_apply", *modules_of("torch.distributed.fsdp")))
+
+
+def modules_of(package: str) -> list[str]:
+    """``package`` and the modules below it, read from its folder (nothing imported)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    found = [package]
+    for folder in spec.submodule_search_locations:
+        root = Path(folder)
+        for path in sorted(root.rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            found.append(".".join((package, *(parts[:-1] if parts[-1] == "__init__" else parts))))
+    return sorted(set(found))
 
 
 def _device(index: int) -> torch.device:
