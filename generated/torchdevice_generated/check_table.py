@@ -29,7 +29,7 @@ PACKAGES: dict[str, tuple[str, str, str]] = {
     'mamba_ssm': ('standin', "installed without its CUDA build (MAMBA_SKIP_CUDA_BUILD=TRUE), its Mamba block trains on torchdevice's stand-ins for selective_scan_cuda and causal_conv1d_cuda; the package imports triton (its Mamba2, layer norm and decoding-step kernels are Triton's)", ''),
     'causal_conv1d': ('standin', "installed without its CUDA build (CAUSAL_CONV1D_SKIP_CUDA_BUILD=TRUE), it runs on torchdevice's stand-in for causal_conv1d_cuda", ''),
     'bitsandbytes': ('truth', "its CUDA backend calls torch's CUDA internals (torch._C._cuda_getCurrentRawStream) and its own CUDA kernels", 'it takes its CPU backend (its MPS backend on a Mac): 4-bit and 8-bit layers and 8-bit optimizers run there'),
-    'deepspeed': ('truth', 'its CUDA accelerator JIT-compiles CUDA kernels (FusedAdam) with nvcc', 'it picks the accelerator of the machine (cpu, or mps on a Mac; DS_ACCELERATOR still decides) and its ops'),
+    'deepspeed': ('truth', 'its CUDA accelerator JIT-compiles CUDA kernels (FusedAdam) with nvcc', 'it picks the accelerator of the machine (cpu, or mps on a Mac; DS_ACCELERATOR still decides) and its ops; on a simulated GPU (cuda-sim), its CUDA accelerator with its CPU ops'),
 }
 """Module name -> (policy ``blocker``, ``standin``, ``truth`` or ``interpreted``, why, what to do instead; for
 ``truth``, what the package does told the truth); the longest name that prefixes an imported module applies."""

@@ -2,7 +2,8 @@
 (a loop, ``Trainer``, trl's SFT and DPO), QLoRA 4-bit and 8-bit loading onto ``"cuda"``, bitsandbytes' layers
 and 8-bit optimizers, DeepSpeed ZeRO 1 and 2 in one process, in two under ``torchrun -m torchdevice run`` and
 through ``Trainer``. Under the runtime, bitsandbytes and DeepSpeed are told the truth about CUDA and take their
-CPU backend and accelerator, as they do natively: every number is the CPU run's."""
+CPU backend and accelerator, as they do natively: every number is the CPU run's. On simulated GPUs DeepSpeed takes
+its CUDA accelerator (with its CPU ops), with the same numbers."""
 
 from __future__ import annotations
 
@@ -75,6 +76,26 @@ def test_deepspeed_zero_in_one_process_with_trainer_and_in_two_under_torchrun_gi
                str(tmp_path)]
     ranks = records(tmp_path, command, timeout=BUILDS)
     assert [(r["rank"], r["world"], r["accelerator"]) for r in ranks] == [(0, 2, "cpu"), (1, 2, "cpu")]
+    for rank in ranks:
+        for stage in ("stage1", "stage2"):
+            for name in ("losses", "weights"):
+                assert_numbers_close(rank[stage][name], cpu[stage][name], rtol=1e-5, atol=1e-5)
+
+
+def test_deepspeed_on_simulated_gpus_takes_its_cuda_accelerator_and_gives_the_cpu_numbers(native, redirected,
+                                                                                          tmp_path):
+    (cpu,) = native("deepspeed_zero.py", "--cpu", "--trainer", timeout=BUILDS)
+    (gpu,) = redirected("deepspeed_zero.py", "--trainer", target="cuda-sim", timeout=BUILDS)
+    assert gpu["accelerator"] == "cuda" and cpu["accelerator"] == "cpu"  # its CUDA accelerator, building CPU ops
+    for stage in ("stage1", "stage2"):
+        assert gpu[stage]["optimizer"] == "FusedAdam"
+        for name in ("losses", "weights"):
+            assert_numbers_close(gpu[stage][name], cpu[stage][name], rtol=1e-5, atol=1e-5)
+    assert_numbers_close(gpu["trainer"], cpu["trainer"], rtol=1e-5, atol=1e-5)
+    command = [sys.executable, *TORCHRUN, "-m", "torchdevice", "run", "--target", "cuda-sim",
+               str(PROGRAMS / "deepspeed_zero.py"), str(tmp_path)]
+    ranks = records(tmp_path, command, timeout=BUILDS)
+    assert [(r["rank"], r["world"], r["accelerator"]) for r in ranks] == [(0, 2, "cuda"), (1, 2, "cuda")]
     for rank in ranks:
         for stage in ("stage1", "stage2"):
             for name in ("losses", "weights"):

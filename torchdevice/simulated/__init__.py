@@ -14,7 +14,8 @@ what a device is, is its profile (:mod:`.profile`). Its modules:
   checkpoints);
 - :mod:`.profile`: what each device is (a GPU's card: :mod:`torchdevice.device.gpus`);
 - :mod:`.sharing`: a GPU's tensors sent to other processes share their memory, as CUDA's IPC does;
-- :mod:`.parallel`: a GPU's scatter, gather and broadcasts between devices (``nn.DataParallel``).
+- :mod:`.parallel`: torch's data-parallel wrappers on GPUs (``nn.DataParallel``'s copies between devices, FSDP);
+- :mod:`.deepspeed_gpu`: DeepSpeed's CUDA accelerator on GPUs, building its CPU ops.
 
 The simulated macOS version is :func:`torchdevice.device.limits.macos` (``TORCHDEVICE_MACOS=15.1``; by default 14.0,
 the oldest macOS torch 2.13 supports, which refuses the most). What they cannot show: speed (the CPU computes
@@ -26,7 +27,7 @@ from __future__ import annotations
 from torchdevice.device import gpus
 from torchdevice.device.target import SIMULATED_CUDA, SIMULATED_MPS, Target
 from torchdevice.patching import Patcher
-from torchdevice.simulated import internals, parallel, presentation, profile, sharing
+from torchdevice.simulated import deepspeed_gpu, internals, parallel, presentation, profile, sharing
 from torchdevice.simulated.kernels import SimulatedKernels
 
 
@@ -45,6 +46,7 @@ def activate(patcher: Patcher, name: str, devices: int = 1, gpu: gpus.Gpu | None
     presentation.activate(patcher, sim.profile, sim.macos)
     if name == SIMULATED_CUDA:
         sharing.activate(patcher)  # CUDA's IPC (torch shares no MPS memory between processes)
-        parallel.activate(patcher)  # CUDA's copies between devices (nn.DataParallel)
+        parallel.activate(patcher)  # CUDA's copies between devices (nn.DataParallel), FSDP
+        deepspeed_gpu.activate(patcher)  # its CUDA accelerator
     return sim.target()
 
