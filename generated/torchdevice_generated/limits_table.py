@@ -456,7 +456,7 @@ LIMITS: tuple[LimitRow, ...] = (
         routed=True,
         cpu='',
         instead='',
-        probe=ProbeRow('aten::_to_copy', ('float32[2, 3]',), {'dtype': 'float64'}, ''),
+        probe=ProbeRow('aten::_to_copy', ('float32[2, 3]',), {'dtype': 'float64', 'device': None}, ''),
     ),
     LimitRow(
         name='float64_statistics',

@@ -69,6 +69,19 @@ def test_float64_asked_reads_the_dtype_argument_and_its_default():
     assert inside.applies((x, 2), {}, MAC_14)  # always: float_power computes in float64
 
 
+def test_a_conversion_to_float64_on_the_device_and_batch_norms_empty_input():
+    converted = named(aten._to_copy.default, "float64_converted")
+    x = torch.ones(2, 3)
+    assert converted.applies((x,), {"dtype": torch.float64}, MAC_14)  # no device: the tensor's own
+    assert converted.applies((x,), {"dtype": torch.complex128, "device": torch.device("mps", 0)}, MAC_14)
+    assert not converted.applies((x,), {"dtype": torch.float64, "device": CPU}, MAC_14)  # made on the host
+    assert not converted.applies((x,), {"dtype": torch.float16}, MAC_14)
+    statistics = named(aten.batch_norm.default, "float64_statistics")
+    rest = (None, None, None, None, True, 0.1, 1e-5, False)
+    assert statistics.applies((torch.ones(0, 3), *rest), {}, MAC_14)
+    assert not statistics.applies((torch.ones(2, 3), *rest), {}, MAC_14)
+
+
 def test_sizes_beyond_any_allocation_on_meta_tensors():
     dim = named(aten.bmm.default, "matmul_dim_above_2_32")
     tiled = named(aten.bmm.default, "matmul_above_2_32_before_macos_15")

@@ -3,16 +3,21 @@
 MPS refuses float64: ``torch.from_numpy(a).to("mps")``, ``torch.ones(4, dtype=torch.float64, device="mps")``
 and ``x.double()`` raise. A CUDA program that puts float64 on "cuda" gets a :class:`HostedTensor`
 instead: a tensor that says it is on the device (``x.device`` is ``mps:0``, ``x.is_mps``) and whose
-data is a host tensor. Every op with a hosted tensor among its arguments runs on the host and is
-reported as a fallback: device tensors among its arguments are copied to the host, the results of
-dtypes the device cannot hold are hosted, the others go to the device (``x64.float()`` is a device
-tensor again), device tensors it writes are written back. A host tensor of one element or more mixed
+data is a host tensor. Every op with a hosted tensor among its arguments runs on the host
+(:func:`torchdevice.device.host_call.call`, the way :class:`_Unwrapped`) and is reported as a fallback: device
+tensors among its arguments are copied to the host, the results of dtypes the device cannot hold are hosted, the
+others go to the device (``x64.float()`` is a device tensor again), device tensors it writes are written back. A
+host tensor of one element or more mixed
 with a hosted one raises MPS's error, as with any device tensor. The program sees CUDA's dtypes,
 values, type promotion and gradients.
 
-Where they come from: a call the device refused with that ``TypeError`` is made again on the host,
-caught where the runtime already stands (the factory wrappers, moves, ``.double()``, checkpoints loaded
-onto the device; :class:`Hosting`), and the fallback engine hosts the float64 results it computes. A
+Where they come from: every result computed on the host for the device is placed by one rule
+(:meth:`torchdevice.device.host_call.Way.place`: hosted in a dtype of :attr:`Hosting.dtypes`), so the fallback engine
+hosts the float64 results it computes: the calls MPS's limits table says refuse float64 (a conversion on the device,
+at any level: ``x.double()``, ``torch.ops.aten._to_copy``; a ``dtype=float64`` asked of float32 tensors; a function
+computing in float64 inside) are routed there. A call the device refused with that ``TypeError`` where the runtime
+already stands (the factory wrappers, moves onto the device, checkpoints loaded onto it; :class:`Hosting`) is made
+again on the host, its result hosted. A
 function made of ops that the device refuses midway (``torch.quantile`` converts its sort's indices)
 runs whole on the host when no gradient is to be followed. A program that never asks for float64 pays
 nothing.

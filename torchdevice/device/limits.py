@@ -433,7 +433,8 @@ def _contiguous(limit: Limit, arg: str, expected: bool) -> _Test:
 _COMPILE: dict[str, Callable[..., _Test]] = {
     "dtype": _dtype, "asks_wide": _asks_wide, "any_dtype": _any_dtype, "any_size_above": _any_size_above,
     "pool_sizes": _pool_sizes, "dropout_without_grad": _dropout_without_grad, "ndim_above": _ndim_above,
-    "numel_above": _numel_above, "empty": _empty, "to_host": _to_host, "count_above": _count_above, "product_above": _product_above,
+    "numel_above": _numel_above, "empty": _empty, "to_host": _to_host, "count_above": _count_above,
+    "product_above": _product_above,
     "size_above": _size_above, "sizes_differ": _sizes_differ, "conv_output_above": _conv_output_above,
     "macos_below": _macos_below, "value": _value, "contiguous": _contiguous,
 }
