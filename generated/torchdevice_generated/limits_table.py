@@ -446,7 +446,7 @@ LIMITS: tuple[LimitRow, ...] = (
     LimitRow(
         name='float64_converted',
         overloads=('aten::_to_copy',),
-        when=(('asks_wide', 'dtype'), ('to_host', 'device', False)),
+        when=(('asks_wide', 'dtype'), ('on_host', 'self', False), ('on_host', 'device', False)),
         raises='TypeError',
         message=("Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. Please use float32 instead.",),
         reason='',
