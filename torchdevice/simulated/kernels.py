@@ -270,7 +270,7 @@ class SimulatedKernels:
             warnings.filterwarnings("ignore", "Warning only once for all operators")  # over torch's own kernels
             for name in self.limited:  # over the kernels above: MPS checks a call before computing it
                 limited = overload(name)
-                if limited is not None:
+                if limited is not None and not self._refused_anyway(limited):
                     key = "AutogradPrivateUse1" if torch._C._dispatch_has_kernel_for_dispatch_key(
                         name, "CompositeImplicitAutograd") else "PrivateUse1"  # limits met in its decomposition
                     impl(limited, self._limited(limited, key, above.get(limited)), key)
@@ -345,6 +345,15 @@ class SimulatedKernels:
             return below(keyset, *args, **kwargs)
 
         return kernel
+
+    def _refused_anyway(self, op: torch._ops.OpOverload) -> bool:
+        """Whether every limit of ``op`` is MPS's float64 refusal met where a composite kernel (``op`` has no CPU
+        kernel) makes float64 memory on the device (a conversion, float64 statistics), which the device refuses
+        itself: no check before the call is needed (nor its cost on every call)."""
+        return (self.no_float64 == EVERY_OP and not self.alerts
+                and not torch._C._dispatch_has_kernel_for_dispatch_key(op._name, "CPU")
+                and all(limit.row.raises == "TypeError" and "".join(limit.row.message) == NO_FLOAT64
+                        for limit in limits.limits_of(op)))
 
     def _sparse(self) -> list[torch._ops.OpOverload]:
         """The overloads MPS has a sparse kernel of (which a Mac runs rather than a composite one)."""
