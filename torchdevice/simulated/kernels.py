@@ -6,7 +6,8 @@ call reaching ``MPS`` on a Mac runs one of MPS's: the ops MPS has no kernel for 
 ``NotImplementedError``, calls with float64 (or complex128) raise MPS's ``TypeError`` where MPS refuses them, calls
 under one of MPS's limits (:mod:`torchdevice.device.limits`, on the simulated macOS version) raise that limit's
 exception, a device tensor mixed with a host tensor that is not a scalar raises MPS's placement error; everything else
-computes on host tensors over the device tensors' memory and returns device tensors, so results, in-place writes,
+computes on host tensors over the device tensors' memory (:mod:`torchdevice.device.host_call`, the way
+:class:`_Aliased`) and returns device tensors, so results, in-place writes,
 ``out=`` arguments and views are exactly what the same call makes on the CPU. Sparse COO tensors of the device
 (``SparsePrivateUse1``, a Mac's ``SparseMPS``) run the kernels MPS has a sparse kernel of, as the CPU computes
 them, and raise the dispatcher's error for the others. A few kernels are the device's
