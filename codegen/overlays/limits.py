@@ -21,6 +21,7 @@ The condition (``when``) is a list of clauses that must all hold, each one key o
     {pool_sizes: {input: self, output: output_size, case: shrink_not_divisible}}
     {dropout_without_grad: {p: dropout_p, inputs: [query, key, value]}}
     {ndim_above: {arg: size, n: 16}}, {numel_above: {arg: self, n: N}}, {count_above: {arg: indices, n: 16}}
+    {empty: input}, {on_host: {arg: device, is: false}}
     {product_above: {sizes: [self.0, self.1, mat2.2], n: N}}, {size_above: {sizes: [...], n: N}}
     {sizes_differ: [hx.0.2, hx.1.2]}, {conv_output_above: 65536}
     {macos_below: "15.1"}
@@ -121,7 +122,8 @@ class LimitRule:
         names: set[str] = set()
         for clause in self.clauses():
             kind, fields = clause[0], clause[1:]
-            if kind in ("dtype", "asks_wide", "ndim_above", "numel_above", "count_above", "value", "contiguous"):
+            if kind in ("dtype", "asks_wide", "ndim_above", "numel_above", "count_above", "value", "contiguous",
+                        "empty", "on_host"):
                 names.add(fields[0])
             elif kind == "pool_sizes":
                 names.update(fields[:2])
@@ -239,6 +241,8 @@ _FORMS: dict[str, Any] = {
                                        tuple(_name(n) for n in s["inputs"])),
     "ndim_above": lambda s: (_name(_keys(s, {"arg", "n"})["arg"]), _count(s["n"])),
     "numel_above": lambda s: (_name(_keys(s, {"arg", "n"})["arg"]), _count(s["n"])),
+    "empty": lambda s: (_name(s),),
+    "on_host": lambda s: (_name(_keys(s, {"arg", "is"})["arg"]), bool(s["is"])),
     "count_above": lambda s: (_name(_keys(s, {"arg", "n"})["arg"]), _count(s["n"])),
     "product_above": lambda s: (_refs(_keys(s, {"sizes", "n"})["sizes"]), _count(s["n"])),
     "size_above": lambda s: (_refs(_keys(s, {"sizes", "n"})["sizes"]), _count(s["n"])),

@@ -4,6 +4,8 @@ meets its limit, and the CPU runs (or refuses) each probe as the table says."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
 
@@ -14,6 +16,7 @@ from torchdevice.device.probes import _values
 aten = torch.ops.aten
 MAC_14 = (14, 0)
 CPU = torch.device("cpu")
+META = torch.device("meta")
 
 
 def named(op: torch._ops.OpOverload, name: str) -> limits.Limit:
@@ -67,6 +70,21 @@ def test_float64_asked_reads_the_dtype_argument_and_its_default():
     assert not asked.applies((x, [1]), {}, MAC_14)  # left out by the dispatcher: the schema's default, None
     inside = named(aten.float_power.Tensor_Scalar, "float64_inside")
     assert inside.applies((x, 2), {}, MAC_14)  # always: float_power computes in float64
+
+
+def test_a_conversion_to_float64_on_the_device_and_batch_norms_empty_input():
+    converted = named(aten._to_copy.default, "float64_converted")
+    x = torch.ones(2, 3)
+    on_device = x.to(META)  # a device that is not the host
+    assert converted.applies((on_device,), {"dtype": torch.float64}, MAC_14)  # no device: the tensor's own
+    assert converted.applies((on_device,), {"dtype": torch.complex128, "device": META}, MAC_14)
+    assert not converted.applies((x.to(META),), {"dtype": torch.float64, "device": CPU}, MAC_14)  # to the host
+    assert not converted.applies((x,), {"dtype": torch.float64, "device": META}, MAC_14)  # a host tensor moved
+    assert not converted.applies((on_device,), {"dtype": torch.float16}, MAC_14)
+    statistics = named(aten.batch_norm.default, "float64_statistics")
+    rest = (None, None, None, None, True, 0.1, 1e-5, False)
+    assert statistics.applies((torch.ones(0, 3), *rest), {}, MAC_14)
+    assert not statistics.applies((torch.ones(2, 3), *rest), {}, MAC_14)
 
 
 def test_sizes_beyond_any_allocation_on_meta_tensors():
@@ -185,10 +203,15 @@ def test_each_probe_meets_its_limit_and_the_cpu_answers_as_the_table_says(limit)
     """The table's own consistency: a probe meets its limit on the oldest macOS torch 2.13 runs on; where CUDA runs
     the call, the CPU runs it (its twin, for an MPS-only overload), unless the table says the CPU refuses it."""
     probe = limit.row.probe
-    args, kwargs = _values(probe.args, CPU), {k: _values(v, CPU) for k, v in probe.kwargs.items()}
-    if "device" in {a.name for a in limit.op._schema.arguments}:
-        kwargs.setdefault("device", CPU)
-    assert limit.applies(args, kwargs, limits.DEFAULT_MACOS)
+
+    def made(device: torch.device) -> tuple[Any, dict[str, Any]]:
+        args, kwargs = _values(probe.args, device), {k: _values(v, device) for k, v in probe.kwargs.items()}
+        if "device" in {a.name for a in limit.op._schema.arguments}:
+            kwargs.setdefault("device", device)
+        return args, kwargs
+
+    assert limit.applies(*made(META), limits.DEFAULT_MACOS)  # a device that is not the host, as the Mac's
+    args, kwargs = made(CPU)
     if not limit.cuda_runs:
         return
     op = limit.instead or limit.op

@@ -78,6 +78,33 @@ def test_float64_on_cuda_is_hosted_and_says_it_is_on_the_device(mac):
     assert made["moved"].to("cuda") is made["moved"] and made["moved"].cuda() is made["moved"]
 
 
+def test_float64_made_below_the_python_methods_is_hosted_as_x_double_is():
+    """``x.cdouble()`` is hosted; so is the same conversion made below ``torch.Tensor``'s methods (``torch._C``'s,
+    aten's ``_to_copy``) and the float64 statistics batch_norm makes for an empty input (MPS refuses each: the
+    runtime routes them, as on a Mac), with the CPU target's dtypes and values."""
+
+    def work():
+        torch.manual_seed(0)
+        x = torch.randn(3, 4, device="cuda")
+        made = {"x.cdouble()": x.cdouble(), "TensorBase.cdouble": torch._C.TensorBase.cdouble(x),
+                "TensorBase.double": torch._C.TensorBase.double(x),
+                "aten._to_copy(complex128)": torch.ops.aten._to_copy(x, dtype=torch.complex128),
+                "aten._to_copy.default(float64)": torch.ops.aten._to_copy.default(x, dtype=torch.float64)}
+        empty, stats = torch.randn(0, 3, device="cuda"), (torch.zeros(3, device="cuda"), torch.ones(3, device="cuda"))
+        made["batch_norm(empty, training)"] = torch.nn.functional.batch_norm(empty, *stats, training=True)
+        made["batch_norm(empty)"] = torch.nn.functional.batch_norm(empty, *stats)
+        made["instance_norm(empty)"] = torch.nn.functional.instance_norm(torch.randn(0, 3, 4, device="cuda"))
+        made["to host as float64"] = x.to("cpu", torch.float64)
+        return made, {how: (type(t) is HostedTensor, t.device.type, t.dtype) for how, t in made.items()}
+
+    (native, _), (mac, kinds) = on_both(work)
+    for how, (hosted, device, dtype) in kinds.items():
+        assert dtype == native[how].dtype, how
+        assert (hosted, device) == ((dtype in (torch.float64, torch.complex128), "mps") if how != "to host as float64"
+                                    else (False, "cpu")), how
+        torch.testing.assert_close(mac[how], native[how], rtol=0, atol=0, msg=how)
+
+
 def test_numpy_data_is_copied_not_shared(mac):
     data = np.zeros(3)
     for x in (torch.as_tensor(data, device="cuda"), torch.from_numpy(data).to("cuda")):

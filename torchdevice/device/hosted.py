@@ -3,16 +3,21 @@
 MPS refuses float64: ``torch.from_numpy(a).to("mps")``, ``torch.ones(4, dtype=torch.float64, device="mps")``
 and ``x.double()`` raise. A CUDA program that puts float64 on "cuda" gets a :class:`HostedTensor`
 instead: a tensor that says it is on the device (``x.device`` is ``mps:0``, ``x.is_mps``) and whose
-data is a host tensor. Every op with a hosted tensor among its arguments runs on the host and is
-reported as a fallback: device tensors among its arguments are copied to the host, the results of
-dtypes the device cannot hold are hosted, the others go to the device (``x64.float()`` is a device
-tensor again), device tensors it writes are written back. A host tensor of one element or more mixed
+data is a host tensor. Every op with a hosted tensor among its arguments runs on the host
+(:func:`torchdevice.device.host_call.call`, the way :class:`_Unwrapped`) and is reported as a fallback: device
+tensors among its arguments are copied to the host, the results of dtypes the device cannot hold are hosted, the
+others go to the device (``x64.float()`` is a device tensor again), device tensors it writes are written back. A
+host tensor of one element or more mixed
 with a hosted one raises MPS's error, as with any device tensor. The program sees CUDA's dtypes,
 values, type promotion and gradients.
 
-Where they come from: a call the device refused with that ``TypeError`` is made again on the host,
-caught where the runtime already stands (the factory wrappers, moves, ``.double()``, checkpoints loaded
-onto the device; :class:`Hosting`), and the fallback engine hosts the float64 results it computes. A
+Where they come from: every result computed on the host for the device is placed by one rule
+(:meth:`torchdevice.device.host_call.Way.place`: hosted in a dtype of :attr:`Hosting.dtypes`), so the fallback engine
+hosts the float64 results it computes: the calls MPS's limits table says refuse float64 (a conversion on the device,
+at any level: ``x.double()``, ``torch.ops.aten._to_copy``; a ``dtype=float64`` asked of float32 tensors; a function
+computing in float64 inside) are routed there. A call the device refused with that ``TypeError`` where the runtime
+already stands (the factory wrappers, moves onto the device, checkpoints loaded onto it; :class:`Hosting`) is made
+again on the host, its result hosted. A
 function made of ops that the device refuses midway (``torch.quantile`` converts its sort's indices)
 runs whole on the host when no gradient is to be followed. A program that never asks for float64 pays
 nothing.
@@ -35,14 +40,15 @@ from typing import Any
 
 import torch
 
-from torchdevice.device.aten import OpSchema, cpp_device, tensors, tree_map
+from torchdevice.device import host_call
+from torchdevice.device.aten import cpp_device, tensors
 from torchdevice.device.errors import classify
+from torchdevice.device.host_call import CPU, Way
 from torchdevice.device.limits import WIDE
 from torchdevice.device.placement import HOST_ARGUMENTS, placement_error
 from torchdevice.device.to_arguments import parse_to
 from torchdevice.reporting.counts import record_fallback
 
-CPU = torch.device("cpu")
 _COUNTED = "_torchdevice_hosted"
 """The storage attribute that says a hosted storage is counted."""
 _aten = torch.ops.aten
@@ -209,6 +215,49 @@ class _Hold(torch.autograd.Function):
         return _aten._to_copy.default(grad, **ctx.back), None, None
 
 
+class _Unwrapped(Way):
+    """Hosted tensors' way to the host: a hosted tensor as its data (which the op changes in place), a device tensor
+    copied; a conversion to the host (``.cpu()``) leaves its result there."""
+
+    def __init__(self, hosting: Hosting, func: Callable[..., Any], kwargs: dict[str, Any], takes_host: bool) -> None:
+        super().__init__()
+        self.hosting, self.devices = hosting, (hosting.shown.type, hosting.physical.type)
+        self.real = func is _aten.view_as_real.default  # a conjugate view has its values as the view of its real parts
+        self.leaves_host = func is _aten._to_copy.default and kwargs.get("device") == CPU
+        self.takes_host = takes_host
+        self.hosted: list[HostedTensor] = []
+
+    def tensor(self, x: torch.Tensor) -> torch.Tensor:
+        hosting = self.hosting
+        assert hosting is not None
+        if isinstance(x, HostedTensor):
+            self.hosted.append(x)
+            self.own[id(x.host)] = x
+            return x.host.resolve_conj() if self.real else x.host
+        if hosting.holds(x):
+            copy = _aten._to_copy.default(x, device=CPU)
+            self.copies.append((x, copy))
+            self.own[id(copy)] = x
+            return copy
+        if x.dim() > 0 and not self.takes_host:
+            raise placement_error(hosting.shown)
+        return x
+
+    def run(self, op: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        with _bits_seen():
+            value = op(*args, **kwargs)
+        for x in self.hosted:
+            x.follow_host()
+        return value
+
+    def place(self, x: torch.Tensor) -> torch.Tensor:
+        return x if self.leaves_host else super().place(x)
+
+    def to_device(self, x: torch.Tensor) -> torch.Tensor:
+        assert self.hosting is not None
+        return _aten._to_copy.default(x, device=self.hosting.physical)
+
+
 class Hosting:
     """How a device keeps the dtypes it has no tensors of (:data:`WIDE`): hosted tensors that say they are on
     ``shown`` and are tensors of ``physical`` in C++."""
@@ -251,56 +300,12 @@ class Hosting:
         return HostedTensor(x.detach(), self) if not x.requires_grad else _Hold.apply(x, x.dtype, self)
 
     def on_host(self, func: Callable[..., Any], args: Any, kwargs: dict[str, Any], *, takes_host: bool) -> Any:
-        """``func`` run on the host: hosted tensors as their data, device tensors copied (and written back where
-        an aten op writes them), the device as the host; results of the dtypes the device lacks hosted, the
-        others on the device, arguments returned as the caller's own (``takes_host``: host tensors that are not
-        scalars are allowed among the arguments)."""
-        shown = self.shown
-        moved: list[tuple[torch.Tensor, torch.Tensor]] = []
-
-        def to_host(x: Any) -> Any:
-            if isinstance(x, HostedTensor):  # (a conjugate view has its values as the view of its real parts)
-                return x.host.resolve_conj() if func is _aten.view_as_real.default else x.host
-            if isinstance(x, torch.device):
-                return CPU if x.type in (shown.type, self.physical.type) else x
-            if not isinstance(x, torch.Tensor):
-                return x
-            if self.holds(x):
-                copy = _aten._to_copy.default(x, device=CPU)
-                moved.append((x, copy))
-                return copy
-            if x.dim() > 0 and not takes_host:
-                raise placement_error(shown)
-            return x
-
-        with _bits_seen():
-            value = func(*tree_map(to_host, args), **{k: tree_map(to_host, v) for k, v in kwargs.items()})
-        if moved and isinstance(func, torch._ops.OpOverload):  # the device tensors it wrote, written back
-            written = {id(t) for t in OpSchema.of(func).written_tensors(args, kwargs)}
-            for original, copy in moved:
-                if id(original) in written:
-                    if original.shape != copy.shape:  # an out= tensor the kernel sized
-                        original.resize_(copy.shape)
-                    original.copy_(copy)
-        hosted = [x for x in tensors((args, kwargs)) if isinstance(x, HostedTensor)]
-        for x in hosted:
-            x.follow_host()
-        returned = {id(copy): original for original, copy in moved}
-        returned.update((id(x.host), x) for x in hosted)
-        leaves_host = func is _aten._to_copy.default and kwargs.get("device") == CPU
-
-        def placed(x: Any) -> Any:
-            if not isinstance(x, torch.Tensor):
-                return x
-            if id(x) in returned:  # an argument returned (in place, out=): the caller's own tensor
-                return returned[id(x)]
-            if leaves_host:
-                return x
-            if x.dtype in WIDE:
-                return HostedTensor(x, self)
-            return _aten._to_copy.default(x, device=self.physical)
-
-        return tree_map(placed, value)
+        """``func`` run on the host (:func:`~torchdevice.device.host_call.call`, the way :class:`_Unwrapped`):
+        hosted tensors as their data, device tensors copied (and written back where an aten op writes them), the
+        device as the host; results of the dtypes the device lacks hosted, the others on the device, arguments
+        returned as the caller's own (``takes_host``: host tensors that are not scalars are allowed among the
+        arguments)."""
+        return host_call.call(func, args, kwargs, _Unwrapped(self, func, kwargs, takes_host))
 
     def remade(self, error: BaseException, call: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
                device: Any) -> Any:
@@ -315,7 +320,7 @@ class Hosting:
             args = tuple(CPU if a is device else a for a in args)
             kwargs = {k: CPU if v is device else v for k, v in kwargs.items()}
         value = call(*args, **kwargs)
-        if not isinstance(value, torch.Tensor) or value.dtype not in WIDE:
+        if not isinstance(value, torch.Tensor) or value.dtype not in self.dtypes:
             raise error
         return self.hold(value)
 
@@ -323,6 +328,6 @@ class Hosting:
         """``t`` moved to the device as ``dtype``, which the device refused with ``error``: hosted (a copy, in
         the autograd graph)."""
         dtype = dtype or t.dtype
-        if not self.refused(error) or dtype not in WIDE:
+        if not self.refused(error) or dtype not in self.dtypes:
             raise error
         return _Hold.apply(t, dtype, self)  # recorded only where t requires a gradient

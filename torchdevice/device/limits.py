@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from torchdevice_generated.limits_table import LIMITS
 
-from torchdevice.device.aten import ByOverload, OpSchema, leaves, overload
+from torchdevice.device.aten import ByOverload, OpSchema, cpp_device, leaves, overload
 from torchdevice.records.limits import ANY, LimitRow
 
 __all__ = ["ANY", "DEFAULT_MACOS", "MACOS_VARIABLE", "Limit", "generic", "limited", "limits_of", "macos",
@@ -336,6 +336,23 @@ def _numel_above(limit: Limit, arg: str, n: int) -> _Test:
     return lambda args, kwargs, macos: get(args, kwargs).numel() > n
 
 
+def _empty(limit: Limit, arg: str) -> _Test:
+    get = limit.getter(arg)
+    return lambda args, kwargs, macos: get(args, kwargs).numel() == 0
+
+
+def _on_host(limit: Limit, arg: str, expected: bool) -> _Test:
+    get = limit.getter(arg)
+
+    def test(args: Any, kwargs: Any, macos: Any) -> bool:
+        value = get(args, kwargs)
+        if isinstance(value, torch.Tensor):
+            return (cpp_device(value).type == "cpu") == expected
+        return (value is not None and torch.device(value).type == "cpu") == expected
+
+    return test
+
+
 def _count_above(limit: Limit, arg: str, n: int) -> _Test:
     get = limit.getter(arg)
     return lambda args, kwargs, macos: sum(
@@ -422,7 +439,8 @@ def _contiguous(limit: Limit, arg: str, expected: bool) -> _Test:
 _COMPILE: dict[str, Callable[..., _Test]] = {
     "dtype": _dtype, "asks_wide": _asks_wide, "any_dtype": _any_dtype, "any_size_above": _any_size_above,
     "pool_sizes": _pool_sizes, "dropout_without_grad": _dropout_without_grad, "ndim_above": _ndim_above,
-    "numel_above": _numel_above, "count_above": _count_above, "product_above": _product_above,
+    "numel_above": _numel_above, "empty": _empty, "on_host": _on_host, "count_above": _count_above,
+    "product_above": _product_above,
     "size_above": _size_above, "sizes_differ": _sizes_differ, "conv_output_above": _conv_output_above,
     "macos_below": _macos_below, "value": _value, "contiguous": _contiguous,
 }

@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import torch
 
@@ -98,14 +98,6 @@ class Target:
     def mps(self) -> bool:
         """Whether it is Apple silicon (real, or simulated): ``torch.mps`` answers for it."""
         return self.backend == "MPS"
-
-    def place(self, x: Any) -> Any:
-        """Tensor ``x`` (a result computed elsewhere) on this device, or hosted if its dtype cannot live here."""
-        if not isinstance(x, torch.Tensor):
-            return x
-        if self.hosting is not None and x.dtype in self.hosting.dtypes:
-            return self.hosting.hold(x)
-        return x if x.device == self.device else x.to(self.device)
 
 
 def for_name(name: str) -> Target:

@@ -31,6 +31,9 @@ CLAUSES: dict[str, str] = {
                             "grad (or grad mode is off)",
     "ndim_above": "(arg, n): the tensor argument has more than n dimensions (a size list: more than n sizes)",
     "numel_above": "(arg, n): the tensor argument has more than n elements",
+    "empty": "(arg,): the tensor argument has no elements",
+    "on_host": "(arg, is): the argument, a device or a tensor, is (or is not) the host's (a device None, a tensor's "
+               "own, is not)",
     "count_above": "(arg, n): the list of index tensors indexes more than n dimensions (a bool mask its own)",
     "product_above": "(refs, n): the product of the referenced sizes is above n",
     "size_above": "(refs, n): one of the referenced sizes is above n",

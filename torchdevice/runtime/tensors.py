@@ -45,9 +45,6 @@ ASKED = "_torchdevice_asked"
 
 def patch(patcher: Patcher, r: Installation, emulation: Emulation) -> None:
     mover = Mover(r)
-    if r.hosting is not None:
-        for name, dtype in (("double", torch.float64), ("cdouble", torch.complex128)):
-            patcher.set(torch.Tensor, name, mover.converter(getattr(torch.Tensor, name), dtype))
     patcher.set(torch.Tensor, "to", mover.to())
     patcher.set(torch.Tensor, "cuda", mover.cuda())
     patcher.set(torch.Tensor, "cpu", mover.cpu())
@@ -147,19 +144,6 @@ class Mover:
         if (asked.device or cpp_device(t)).type != self.r.device.type:
             raise error
         return self.r.hosting.moved(error, t, asked.dtype)
-
-    def converter(self, original: Any, dtype: torch.dtype) -> Any:
-        """``Tensor.double()`` (``cdouble()``) of a device tensor, hosted on a target without the dtype."""
-        converted = self.converted
-
-        @functools.wraps(original)
-        def convert(self: torch.Tensor, memory_format: torch.memory_format = torch.preserve_format) -> torch.Tensor:
-            try:
-                return original(self, memory_format=memory_format)
-            except TypeError as error:
-                return converted(error, self, (dtype,), {})
-
-        return convert
 
     def cuda(self) -> Any:
         r, onto = self.r, self.onto

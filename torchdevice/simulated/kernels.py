@@ -6,7 +6,8 @@ call reaching ``MPS`` on a Mac runs one of MPS's: the ops MPS has no kernel for 
 ``NotImplementedError``, calls with float64 (or complex128) raise MPS's ``TypeError`` where MPS refuses them, calls
 under one of MPS's limits (:mod:`torchdevice.device.limits`, on the simulated macOS version) raise that limit's
 exception, a device tensor mixed with a host tensor that is not a scalar raises MPS's placement error; everything else
-computes on host tensors over the device tensors' memory and returns device tensors, so results, in-place writes,
+computes on host tensors over the device tensors' memory (:mod:`torchdevice.device.host_call`, the way
+:class:`_Aliased`) and returns device tensors, so results, in-place writes,
 ``out=`` arguments and views are exactly what the same call makes on the CPU. Sparse COO tensors of the device
 (``SparsePrivateUse1``, a Mac's ``SparseMPS``) run the kernels MPS has a sparse kernel of, as the CPU computes
 them, and raise the dispatcher's error for the others. A few kernels are the device's
@@ -32,18 +33,18 @@ from typing import Any
 
 import torch
 
-from torchdevice.device import determinism, limits
+from torchdevice.device import determinism, host_call, limits
 from torchdevice.device.aten import (
     Kernel,
     OpSchema,
     cpp_device,
-    in_place_of_out,
     kernel_below,
     leaves,
     overload,
     tensors,
     tree_map,
 )
+from torchdevice.device.host_call import Way
 from torchdevice.device.hosted import Hosting
 from torchdevice.device.limits import WIDE
 from torchdevice.device.placement import HOST_ARGUMENTS, HOST_RESULTS, placement_error
@@ -270,7 +271,7 @@ class SimulatedKernels:
             warnings.filterwarnings("ignore", "Warning only once for all operators")  # over torch's own kernels
             for name in self.limited:  # over the kernels above: MPS checks a call before computing it
                 limited = overload(name)
-                if limited is not None:
+                if limited is not None and not self._refused_anyway(limited):
                     key = "AutogradPrivateUse1" if torch._C._dispatch_has_kernel_for_dispatch_key(
                         name, "CompositeImplicitAutograd") else "PrivateUse1"  # limits met in its decomposition
                     impl(limited, self._limited(limited, key, above.get(limited)), key)
@@ -346,6 +347,15 @@ class SimulatedKernels:
 
         return kernel
 
+    def _refused_anyway(self, op: torch._ops.OpOverload) -> bool:
+        """Whether every limit of ``op`` is MPS's float64 refusal met where a composite kernel (``op`` has no CPU
+        kernel) makes float64 memory on the device (a conversion, float64 statistics), which the device refuses
+        itself: no check before the call is needed (nor its cost on every call)."""
+        return (self.no_float64 == EVERY_OP and not self.alerts
+                and not torch._C._dispatch_has_kernel_for_dispatch_key(op._name, "CPU")
+                and all(limit.row.raises == "TypeError" and "".join(limit.row.message) == NO_FLOAT64
+                        for limit in limits.limits_of(op)))
+
     def _sparse(self) -> list[torch._ops.OpOverload]:
         """The overloads MPS has a sparse kernel of (which a Mac runs rather than a composite one)."""
         if self.sparse is None:
@@ -413,70 +423,93 @@ def _no_sparse_kernel(keyset: Any, op: torch._ops.OpOverload, *args: Any, **kwar
 
 
 def on_host(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """``op`` computed on host tensors over the device tensors' memory, as MPS's kernel of it would: arguments it
-    writes written in place (``out=`` ones resized as the CPU's kernel resizes them), its new tensors device
-    tensors, the arguments it returns the caller's own. A sparse COO tensor of the device is computed as the host's
-    sparse tensor of its parts' host aliases; one the op writes takes the parts the host one ends with."""
-    name = op._opname
-    found = tensors((args, kwargs))
-    if name not in HOST_ARGUMENTS:
-        _check_placement(found)
-    schema = OpSchema.of(op)
-    args = schema.boxed(args)
-    own: dict[int, torch.Tensor] = {}
-    sparse: list[tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]] = []  # with their parts' aliases, kept
+    """``op`` computed on host tensors over the device tensors' memory, as MPS's kernel of it would
+    (:func:`~torchdevice.device.host_call.call`, the way :class:`_Aliased`): arguments it writes written in place
+    (``out=`` ones resized as the CPU's kernel resizes them), its new tensors device tensors, the arguments it returns
+    the caller's own. A sparse COO tensor of the device is computed as the host's sparse tensor of its parts' host
+    aliases; one the op writes takes the parts the host one ends with."""
+    if op._opname not in HOST_ARGUMENTS:
+        _check_placement(tensors((args, kwargs)))
+    args = OpSchema.of(op).boxed(args)
+    return host_call.call(op, args, kwargs, _Aliased(args))
 
-    def dense(x: torch.Tensor) -> torch.Tensor:
-        alias = _alias(x)
-        own[id(alias)] = x
+
+class _Aliased(Way):
+    """The simulated device's way to the host: a device tensor as its host alias (which the op writes in place); an
+    ``out=`` tensor as a fresh host tensor of its geometry (:meth:`output`); new results as device tensors over their
+    host memory, without a copy (:meth:`to_device`)."""
+
+    devices = (simulated_device.NAME,)
+
+    def __init__(self, args: tuple[Any, ...]) -> None:
+        super().__init__()
+        self.args = args
+        self.outs: set[int] = set()
+        """The fresh host tensors of ``out=`` arguments (by id)."""
+
+    def tensor(self, x: torch.Tensor) -> torch.Tensor:
+        if not _is_device(x):
+            return x
+        if not x.is_sparse:
+            alias = _alias(x)
+        else:
+            indices, values = self.to_host(x._indices()), self.to_host(x._values())  # kept by the call
+            alias = _sparse_coo(indices, values, x, CPU)
+            self.copies.append((x, alias))  # written: it takes the host tensor's parts
+        self.own[id(alias)] = x
         return alias
 
-    def to_host(x: Any) -> Any:  # not recursive (see _place)
-        if isinstance(x, torch.Tensor) and _is_device(x):
-            if not x.is_sparse:
-                return dense(x)
-            indices, values = dense(x._indices()), dense(x._values())
-            alias = _sparse_coo(indices, values, x, CPU)
-            sparse.append((x, alias, [indices, values]))
-            own[id(alias)] = x
-            return alias
-        return CPU if isinstance(x, torch.device) and x.type == simulated_device.NAME else x
+    def output(self, x: Any) -> Any:
+        """A host tensor of an ``out=`` argument's geometry: the CPU's kernel reads it (some size their result from
+        it), resizes it as it resizes outputs (with torch's warning where it had elements) and writes it, then the
+        result goes into the device tensor (:meth:`write`); a sparse one's host tensor, whose parts it takes after."""
+        if not isinstance(x, torch.Tensor) or not _is_device(x) or x.is_sparse:
+            return self.to_host(x)
+        fresh = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype)
+        self.copies.append((x, fresh))
+        self.own[id(fresh)] = x
+        self.outs.add(id(fresh))
+        return fresh
 
-    host_args = list(tree_map(to_host, args))
-    in_place = in_place_of_out(op, args, kwargs)
-    if in_place is not None:
-        return _placed(in_place(*host_args, **{k: tree_map(to_host, v) for k, v in kwargs.items() if k != "out"}),
-                       own)
-    host_kwargs = {k: (tree_map(_fresh, v, to_host) if k in schema.outputs else tree_map(to_host, v))
-                   for k, v in kwargs.items()}
-    _give_generator(schema, host_args, host_kwargs)
-    try:
-        value = op(*host_args, **host_kwargs)
-    except RuntimeError as exc:  # an in-place kernel resizing its tensor, whose host view cannot grow
-        if "not resizable" not in str(exc):
-            raise
-        grown = [i for i in schema.written if isinstance(i, int) and i < len(args) and isinstance(args[i], torch.Tensor)
-                 and _is_device(args[i])]
-        for i in grown:
-            host_args[i] = _alias(args[i]).clone()
-        value = op(*host_args, **host_kwargs)
-        for i in grown:
-            _copy_resized(args[i], host_args[i])
-            own[id(host_args[i])] = args[i]
-    for key in schema.outputs & kwargs.keys():  # out=: the result written into the caller's tensors
-        for original, computed in zip(tensors(kwargs[key]), tensors(host_kwargs[key]), strict=True):
-            if not original.is_sparse:
-                _write_out(original, computed, any(_same(original, t) for t in tensors(args)))
-                own[id(computed)] = original
-    if sparse:  # a sparse tensor written takes the host one's parts (new ones, as its kernel may have made)
-        written = {id(t) for t in schema.written_tensors(args, kwargs)}
-        for original, computed, _ in sparse:
-            if id(original) in written:
-                _COPY_SPARSE.call_boxed(_SPARSE_KEYS, original, computed)
-    at = HOST_RESULTS.get(name)
-    if at is not None:  # a packed sequence's batch sizes stay host tensors, as on every device
-        return (*_placed(value[:at], own), value[at], *_placed(value[at + 1:], own))
-    return _placed(value, own)
+    def run(self, op: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+        schema = OpSchema.of(op)
+        _give_generator(schema, args, kwargs)
+        try:
+            return op(*args, **kwargs)
+        except RuntimeError as exc:  # an in-place kernel resizing its tensor, whose host view cannot grow
+            if "not resizable" not in str(exc):
+                raise
+        for i in schema.written:
+            if isinstance(i, int) and i < len(args) and isinstance(self.args[i], torch.Tensor) \
+                    and _is_device(self.args[i]):
+                args[i] = _alias(self.args[i]).clone()
+                self.copies.append((self.args[i], args[i]))
+                self.own[id(args[i])] = self.args[i]
+        return op(*args, **kwargs)
+
+    def write(self, original: torch.Tensor, host: torch.Tensor) -> None:
+        """``host`` into device tensor ``original``: a sparse one takes its parts; an ``out=`` tensor the op also
+        reads (an in-place op through its ``out=`` overload) keeps its shape, as a kernel refuses to resize a tensor
+        it reads."""
+        if original.is_sparse:
+            _COPY_SPARSE.call_boxed(_SPARSE_KEYS, original, host)
+            return
+        if id(host) in self.outs and original.shape != host.shape and any(_same(original, t)
+                                                                          for t in tensors(self.args)):
+            raise RuntimeError(f"output with shape {list(original.shape)} doesn't match the broadcast shape "
+                               f"{list(host.shape)}")
+        _copy_resized(original, host)
+
+    def to_device(self, x: torch.Tensor) -> torch.Tensor:
+        if x.layout == torch.sparse_coo:
+            indices = self.placed(x._indices())
+            return _sparse_coo(indices, self.placed(x._values()), x, cpp_device(indices))
+        if x.layout != torch.strided:
+            device = "the simulated Mac (a Mac runs some of their ops)" if active().type == "mps" else \
+                "a simulated GPU"
+            raise NotImplementedError(f"torchdevice: {x.layout} tensors are not simulated on {device}; run this "
+                                      "program on the cpu target")
+        return device_tensor(x.resolve_conj().resolve_neg())
 
 
 def _is_device(t: torch.Tensor) -> bool:
@@ -522,30 +555,10 @@ def _alias(t: torch.Tensor) -> torch.Tensor:
     return alias
 
 
-def _fresh(x: Any, to_host: Callable[[Any], Any]) -> Any:
-    """A host tensor of an ``out=`` argument's geometry: the CPU's kernel reads it (some size their result from it),
-    resizes it as it resizes outputs (with torch's warning where it had elements) and writes it, then the result goes
-    into the device tensor (:func:`_write_out`); a sparse one's host tensor (``to_host``), whose parts it takes
-    after."""
-    if isinstance(x, torch.Tensor) and _is_device(x):
-        return to_host(x) if x.is_sparse else torch.empty_strided(x.shape, x.stride(), dtype=x.dtype)
-    return x
-
-
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether two tensors are the same view of the same memory (``is_set_to``, without dispatching)."""
     return (a.data_ptr() == b.data_ptr() and a.shape == b.shape and a.stride() == b.stride()
             and a.dtype == b.dtype)
-
-
-def _write_out(original: torch.Tensor, computed: torch.Tensor, read: bool = False) -> None:
-    """``computed`` into the caller's ``out=`` tensor, resized as the kernel resized its host copy; one the op also
-    ``read`` (an in-place op through its ``out=`` overload) keeps its shape, as a kernel refuses to resize a tensor
-    it reads."""
-    if read and original.shape != computed.shape:
-        raise RuntimeError(f"output with shape {list(original.shape)} doesn't match the broadcast shape "
-                           f"{list(computed.shape)}")
-    _copy_resized(original, computed)
 
 
 def _copy_resized(original: torch.Tensor, computed: torch.Tensor) -> None:
@@ -567,29 +580,6 @@ def _give_generator(schema: OpSchema, args: list[Any], kwargs: dict[str, Any]) -
             args[at] = GENERATORS[current()]
     elif kwargs.get("generator") is None:
         kwargs["generator"] = GENERATORS[current()]
-
-
-def _placed(value: Any, own: dict[int, torch.Tensor]) -> Any:
-    """Host results as device tensors (sparse COO ones of device parts); the arguments an op returned (in place,
-    ``out=``) as the caller's."""
-    return tree_map(_place, value, own)
-
-
-def _place(x: Any, own: dict[int, torch.Tensor]) -> Any:
-    """One result of :func:`_placed` (a module function: a closure that refers to itself would keep ``own``'s
-    tensors alive until the cyclic collector runs, and ``Module.to`` counts the references to a parameter)."""
-    if not isinstance(x, torch.Tensor):
-        return x
-    if id(x) in own:
-        return own[id(x)]
-    if x.layout == torch.sparse_coo:
-        indices = _place(x._indices(), own)
-        return _sparse_coo(indices, _place(x._values(), own), x, cpp_device(indices))
-    if x.layout != torch.strided:
-        device = "the simulated Mac (a Mac runs some of their ops)" if active().type == "mps" else "a simulated GPU"
-        raise NotImplementedError(f"torchdevice: {x.layout} tensors are not simulated on {device}; run this program "
-                                  "on the cpu target")
-    return device_tensor(x.resolve_conj().resolve_neg())
 
 
 def _sparse_coo(indices: torch.Tensor, values: torch.Tensor, like: torch.Tensor, device: torch.device) -> torch.Tensor:
