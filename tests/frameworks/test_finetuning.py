@@ -100,3 +100,15 @@ def test_deepspeed_on_simulated_gpus_takes_its_cuda_accelerator_and_gives_the_cp
         for stage in ("stage1", "stage2"):
             for name in ("losses", "weights"):
                 assert_numbers_close(rank[stage][name], cpu[stage][name], rtol=1e-5, atol=1e-5)
+
+
+def test_deepspeed_zero_on_the_simulated_mac_takes_its_mps_accelerator_and_gives_the_cpu_numbers(native,
+                                                                                              redirected):
+    # torch's AdamW: DeepSpeed's MPS FusedAdam reads a Metal source its installed package lacks (on a Mac too)
+    (cpu,) = native("deepspeed_zero.py", "--cpu", "--torch-adam", timeout=BUILDS)
+    (mac,) = redirected("deepspeed_zero.py", "--torch-adam", target="mps-sim", timeout=BUILDS)
+    assert mac["accelerator"] == "mps" and cpu["accelerator"] == "cpu"
+    for stage in ("stage1", "stage2"):
+        assert mac[stage]["optimizer"] == cpu[stage]["optimizer"] == "AdamW"
+        for name in ("losses", "weights"):
+            assert_numbers_close(mac[stage][name], cpu[stage][name], rtol=1e-5, atol=1e-5)

@@ -1,8 +1,8 @@
 """DeepSpeed ZeRO stages 1 and 2 as its tutorials write them for GPUs, and Hugging Face ``Trainer`` with a
 DeepSpeed config.
 
-``python deepspeed_zero.py OUT_DIR [--cpu] [--trainer]`` for one process (the launcher's variables are set
-here), ``torchrun --nproc_per_node 2 deepspeed_zero.py OUT_DIR [--cpu]`` for two. The global batch of 16
+``python deepspeed_zero.py OUT_DIR [--cpu] [--trainer] [--torch-adam]`` for one process (the launcher's variables are
+set here), ``torchrun --nproc_per_node 2 deepspeed_zero.py OUT_DIR [--cpu]`` for two. The global batch of 16
 samples is split over the processes. Each rank writes ``OUT_DIR/rank<N>.json``: the accelerator DeepSpeed
 chose, its optimizer, and for each ZeRO stage the losses (averaged over the ranks) and the trained weights;
 with ``--trainer``, the losses ``Trainer`` logged with a ZeRO-2 config.
@@ -23,11 +23,12 @@ LAUNCHER = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE
             "MASTER_PORT": "29500"}
 
 
-def zero(stage: int, device: torch.device, world: int, rank: int) -> dict:
+def zero(stage: int, device: torch.device, world: int, rank: int, torch_adam: bool = False) -> dict:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 1))
     config = {"train_micro_batch_size_per_gpu": GLOBAL_BATCH // world, "gradient_accumulation_steps": 1,
-              "optimizer": {"type": "AdamW", "params": {"lr": 1e-2}}, "zero_optimization": {"stage": stage}}
+              "optimizer": {"type": "AdamW", "params": {"lr": 1e-2, "torch_adam": torch_adam}},
+              "zero_optimization": {"stage": stage}}
     engine, optimizer, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config)
     generator = torch.Generator().manual_seed(1)
     x = torch.randn(4 * GLOBAL_BATCH, 8, generator=generator)
@@ -71,6 +72,7 @@ if __name__ == "__main__":
     parser.add_argument("out")
     parser.add_argument("--cpu", action="store_true")
     parser.add_argument("--trainer", action="store_true")
+    parser.add_argument("--torch-adam", action="store_true", help="torch's AdamW rather than DeepSpeed's FusedAdam")
     args = parser.parse_args()
     for name, value in LAUNCHER.items():
         os.environ.setdefault(name, value)
@@ -81,7 +83,7 @@ if __name__ == "__main__":
     deepspeed.init_distributed()
     rank, world = dist.get_rank(), dist.get_world_size()
     record = {"rank": rank, "world": world, "accelerator": get_accelerator().device_name(),
-              "stage1": zero(1, device, world, rank), "stage2": zero(2, device, world, rank)}
+              **{f"stage{stage}": zero(stage, device, world, rank, args.torch_adam) for stage in (1, 2)}}
     if args.trainer:
         record["trainer"] = trainer(args.out, args.cpu)
     with open(os.path.join(args.out, f"rank{rank}.json"), "w") as out:
