@@ -59,6 +59,7 @@ def test_qlora_and_bitsandbytes_run_their_cpu_backend_with_the_cpu_numbers(nativ
     assert_numbers_close(gpu["paged_adamw"], cpu["paged_adamw"], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.timeout(2 * BUILDS)  # its runs, each allowed BUILDS, one after the other
 def test_deepspeed_zero_in_one_process_with_trainer_and_in_two_under_torchrun_give_the_cpu_numbers(
         native, redirected, tmp_path):
     (cpu,) = native("deepspeed_zero.py", "--cpu", "--trainer", timeout=BUILDS)
@@ -82,6 +83,7 @@ def test_deepspeed_zero_in_one_process_with_trainer_and_in_two_under_torchrun_gi
                 assert_numbers_close(rank[stage][name], cpu[stage][name], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.timeout(2 * BUILDS)  # its runs, each allowed BUILDS, one after the other
 def test_deepspeed_on_simulated_gpus_takes_its_cuda_accelerator_and_gives_the_cpu_numbers(native, redirected,
                                                                                           tmp_path):
     (cpu,) = native("deepspeed_zero.py", "--cpu", "--trainer", timeout=BUILDS)
@@ -102,6 +104,7 @@ def test_deepspeed_on_simulated_gpus_takes_its_cuda_accelerator_and_gives_the_cp
                 assert_numbers_close(rank[stage][name], cpu[stage][name], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.timeout(2 * BUILDS)  # its runs, each allowed BUILDS, one after the other
 def test_deepspeed_zero_on_the_simulated_mac_takes_its_mps_accelerator_and_gives_the_cpu_numbers(native,
                                                                                               redirected):
     # torch's AdamW: DeepSpeed's MPS FusedAdam reads a Metal source its installed package lacks (on a Mac too)
