@@ -56,8 +56,9 @@ def torch_internal(depth: int = 2) -> bool:
 
 
 def tell_as_program(patcher: Patcher, modules: tuple[str, ...]) -> None:
-    """Answer torch's ``modules`` as the program is answered until ``patcher.restore()``: on a target that has the C
-    functions they call where CUDA is available (a simulated GPU's, for ``nn.DataParallel``)."""
+    """Answer ``modules`` (torch's, or a package's told the truth) as the program is answered until
+    ``patcher.restore()``: on a target that has what they call where CUDA is available (a simulated GPU, for
+    ``nn.DataParallel``, FSDP and DeepSpeed)."""
     added = set(modules) - _told_as_program
     _told_as_program.update(added)
     patcher.defer(lambda: _told_as_program.difference_update(added))

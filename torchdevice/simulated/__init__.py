@@ -49,4 +49,3 @@ def activate(patcher: Patcher, name: str, devices: int = 1, gpu: gpus.Gpu | None
         parallel.activate(patcher)  # CUDA's copies between devices (nn.DataParallel), FSDP
         deepspeed_gpu.activate(patcher)  # its CUDA accelerator
     return sim.target()
-
