@@ -60,11 +60,15 @@ def test_qlora_and_bitsandbytes_run_their_cpu_backend_with_the_cpu_numbers(nativ
 
 
 @pytest.mark.timeout(2 * BUILDS)  # its runs, each allowed BUILDS, one after the other
+@pytest.mark.parametrize("target, accelerator", [
+    ("cpu", "cpu"),  # told the truth: not its CUDA accelerator, which needs nvcc
+    ("cuda-sim", "cuda"),  # a GPU: its CUDA accelerator, building its CPU ops
+])
 def test_deepspeed_zero_in_one_process_with_trainer_and_in_two_under_torchrun_give_the_cpu_numbers(
-        native, redirected, tmp_path):
+        native, redirected, tmp_path, target, accelerator):
     (cpu,) = native("deepspeed_zero.py", "--cpu", "--trainer", timeout=BUILDS)
-    (gpu,) = redirected("deepspeed_zero.py", "--trainer", timeout=BUILDS)
-    assert gpu["accelerator"] == cpu["accelerator"] == "cpu"  # not its CUDA accelerator, which needs nvcc
+    (gpu,) = redirected("deepspeed_zero.py", "--trainer", target=target, timeout=BUILDS)
+    assert (gpu["accelerator"], cpu["accelerator"]) == (accelerator, "cpu")
     for stage in ("stage1", "stage2"):
         assert gpu[stage]["optimizer"] == "FusedAdam"  # its CPU build, compiled with the host's compiler
         for name in ("losses", "weights"):
@@ -73,31 +77,10 @@ def test_deepspeed_zero_in_one_process_with_trainer_and_in_two_under_torchrun_gi
     assert_numbers_close(gpu["trainer"], cpu["trainer"], rtol=1e-5, atol=1e-5)
 
     # Two ranks of 8 samples step as one process of 16: the CPU's one-process numbers, on each rank.
-    command = [sys.executable, *TORCHRUN, "-m", "torchdevice", "run", str(PROGRAMS / "deepspeed_zero.py"),
-               str(tmp_path)]
-    ranks = records(tmp_path, command, timeout=BUILDS)
-    assert [(r["rank"], r["world"], r["accelerator"]) for r in ranks] == [(0, 2, "cpu"), (1, 2, "cpu")]
-    for rank in ranks:
-        for stage in ("stage1", "stage2"):
-            for name in ("losses", "weights"):
-                assert_numbers_close(rank[stage][name], cpu[stage][name], rtol=1e-5, atol=1e-5)
-
-
-@pytest.mark.timeout(2 * BUILDS)  # its runs, each allowed BUILDS, one after the other
-def test_deepspeed_on_simulated_gpus_takes_its_cuda_accelerator_and_gives_the_cpu_numbers(native, redirected,
-                                                                                          tmp_path):
-    (cpu,) = native("deepspeed_zero.py", "--cpu", "--trainer", timeout=BUILDS)
-    (gpu,) = redirected("deepspeed_zero.py", "--trainer", target="cuda-sim", timeout=BUILDS)
-    assert gpu["accelerator"] == "cuda" and cpu["accelerator"] == "cpu"  # its CUDA accelerator, building CPU ops
-    for stage in ("stage1", "stage2"):
-        assert gpu[stage]["optimizer"] == "FusedAdam"
-        for name in ("losses", "weights"):
-            assert_numbers_close(gpu[stage][name], cpu[stage][name], rtol=1e-5, atol=1e-5)
-    assert_numbers_close(gpu["trainer"], cpu["trainer"], rtol=1e-5, atol=1e-5)
-    command = [sys.executable, *TORCHRUN, "-m", "torchdevice", "run", "--target", "cuda-sim",
+    command = [sys.executable, *TORCHRUN, "-m", "torchdevice", "run", "--target", target,
                str(PROGRAMS / "deepspeed_zero.py"), str(tmp_path)]
     ranks = records(tmp_path, command, timeout=BUILDS)
-    assert [(r["rank"], r["world"], r["accelerator"]) for r in ranks] == [(0, 2, "cuda"), (1, 2, "cuda")]
+    assert [(r["rank"], r["world"], r["accelerator"]) for r in ranks] == [(0, 2, accelerator), (1, 2, accelerator)]
     for rank in ranks:
         for stage in ("stage1", "stage2"):
             for name in ("losses", "weights"):
