@@ -18,8 +18,8 @@ import pytest
 import torch
 from nbformat.v4 import new_code_cell, new_notebook
 
-from torchdevice.device.target import resolve
 from torchdevice.notebooks.execute import execute, load
+from torchdevice.runtime.activation import resolve
 
 pytestmark = pytest.mark.processes
 

@@ -133,6 +133,28 @@ def test_target_from_the_environment(python):
 
 
 @pytest.mark.processes
+@pytest.mark.skipif(torch.cuda.is_available() or torch.backends.mps.is_available(), reason="a machine with a GPU")
+def test_without_cuda_or_mps_cuda_is_a_simulated_gpu_by_default(command, tmp_path):
+    program = tmp_path / "train.py"  # the bug of a batch left on the host, which a GPU refuses and the CPU runs
+    program.write_text("import torch\n"
+                       "model = torch.nn.Linear(3, 2).cuda()\n"
+                       "print(next(model.parameters()).device, torch.cuda.get_device_name())\n"
+                       "print(model(torch.ones(4, 3)).sum().item())\n")
+    unset = {"TORCHDEVICE_TARGET": ""}
+    default = command("torchdevice", "run", str(program), env=unset)
+    assert default.returncode == 1 and default.stdout.split() == ["cuda:0", "Tesla", "T4"], default.stderr
+    assert "found at least two devices, cuda:0 and cpu!" in default.stderr
+    assert "--target cpu runs the program as the CPU allows" in default.stderr
+    cpu = command("torchdevice", "run", "--target", "cpu", str(program), env=unset)
+    assert cpu.returncode == 0 and cpu.stdout.split()[0] == "cpu" and "--target cpu" not in cpu.stderr, cpu.stderr
+    python = command("torchdevice", "run", str(program),
+                     env={**unset, "TORCHDEVICE_BACKEND": "python", "TORCHDEVICE_LOG": "info"})
+    assert python.returncode == 0 and python.stdout.split()[0] == "cpu", python.stderr
+    assert ('"cuda" means the cpu target here: a simulated GPU needs the compiled backend, which cannot be had '
+            "(TORCHDEVICE_BACKEND=python)") in python.stderr
+
+
+@pytest.mark.processes
 def test_importing_torchdevice_imports_neither_torch_nor_yaml(python):
     code = "import sys, torchdevice; print(sorted(m for m in ('torch', 'yaml', 'libcst') if m in sys.modules))"
     assert python("-c", code).stdout.strip() == "[]"

@@ -31,7 +31,8 @@ def facts() -> dict[str, Any]:
     import torchdevice_generated
     from torchdevice_generated import cuda_table, device_wrappers, fallback_table
 
-    from torchdevice.device.target import SIMULATED_MPS, resolve
+    from torchdevice.device.target import SIMULATED_MPS
+    from torchdevice.runtime.activation import resolve
 
     try:
         target, error = resolve(), None

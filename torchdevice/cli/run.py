@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"torchdevice run: No module named {module[0]}", file=sys.stderr)
             return 1
     import torchdevice
-    from torchdevice.device.target import resolve
+    from torchdevice.runtime.activation import resolve
 
     try:
         target = resolve(args.target)  # a bad TORCHDEVICE_TARGET is the user's input: one line, not a traceback
@@ -125,6 +125,10 @@ def run(args: argparse.Namespace) -> int:
         raise
     except BaseException as exc:  # noqa: BLE001 - reported as the interpreter would, then its exit status
         _report(exc, sys.excepthook)
+        if target == "cuda-sim" and args.target is None and not os.environ.get("TORCHDEVICE_TARGET") \
+                and "cuda" in str(exc).lower():
+            print("torchdevice run: a GPU raises this too: without CUDA or MPS, \"cuda\" is a simulated GPU "
+                  "(cuda-sim); --target cpu runs the program as the CPU allows", file=sys.stderr)
         return 1
     return 0
 

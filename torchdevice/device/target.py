@@ -6,13 +6,13 @@ the fallback engine registers kernels for it (``dispatch_key``) and how torch's 
 (``backend``), what the kernel table knows (the aten overloads it has no kernel for, those to try first and
 watch), how it keeps the dtypes it has no tensors of (``hosting``), and whether torch was built for it
 (``native``: its generators and events are torch's own). MPS's table is generated from the catalog
-(``generated/fallback_table.py``); the CPU has every kernel. :func:`resolve` chooses a target's name;
-:func:`for_name` builds the CPU's and MPS's targets; the simulated Mac builds its own (:mod:`torchdevice.simulated`).
+(``generated/fallback_table.py``); the CPU has every kernel. The runtime chooses a target's name
+(:func:`torchdevice.runtime.activation.resolve`); :func:`for_name` builds the CPU's and MPS's targets; the simulated
+devices build their own (:mod:`torchdevice.simulated`).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -101,7 +101,7 @@ class Target:
 
 
 def for_name(name: str) -> Target:
-    """The target called ``name`` (``"cpu"`` or ``"mps"``, as :func:`resolve` returns it)."""
+    """The target called ``name`` (``"cpu"`` or ``"mps"``, as the runtime's ``resolve`` names it)."""
     if name == "mps":
         from torchdevice_generated import fallback_table
 
@@ -111,32 +111,3 @@ def for_name(name: str) -> Target:
     if name == "cpu":
         return Target("cpu", torch.device("cpu"), "CPU", "CPU")
     raise ValueError(f"torchdevice: no target {name!r} to build here")
-
-
-def resolve(requested: str | torch.device | None = None) -> str:
-    """The name of the target ``"cuda"`` should mean: ``requested``, else ``$TORCHDEVICE_TARGET``, else the best
-    present.
-
-    Real CUDA is preferred where present (the runtime then passes everything through), then MPS, then CPU (a simulated
-    GPU, ``cuda-sim``, only when asked: see the README's "Which is the default"). Asking for a target this machine
-    lacks, or one that is not a target, is an error (``ValueError``, ``RuntimeError``) naming where the request came
-    from. On a Mac, ``mps-sim`` is ``mps``.
-    """
-    name = requested if requested is not None else os.environ.get("TORCHDEVICE_TARGET") or None
-    if name is None:
-        if torch.cuda.is_available():
-            return "cuda"
-        return "mps" if torch.backends.mps.is_available() else "cpu"
-    source = "" if requested is not None else f" (TORCHDEVICE_TARGET={name})"
-    kind = name.type if isinstance(name, torch.device) else str(name).partition(":")[0]
-    if kind not in TARGETS:
-        raise ValueError(f"torchdevice: unknown target {name!r}{source}; expected one of {', '.join(TARGETS)}")
-    if kind == SIMULATED_MPS:
-        return "mps" if torch.backends.mps.is_available() else SIMULATED_MPS
-    if kind == SIMULATED_CUDA:
-        return SIMULATED_CUDA
-    if kind == "mps" and not torch.backends.mps.is_available():
-        raise RuntimeError(f"torchdevice: target 'mps' requested{source} but MPS is not available on this machine")
-    if kind == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"torchdevice: target 'cuda' requested{source} but CUDA is not available on this machine")
-    return kind

@@ -1,6 +1,6 @@
 """Install and uninstall: every patch goes through one :class:`~torchdevice.patching.Patcher`.
 
-:func:`install` resolves the target (:func:`torchdevice.device.target.resolve`; the simulated Mac is built by
+:func:`install` resolves the target (:func:`resolve`; the simulated Mac is built by
 :func:`torchdevice.simulated.activate`), makes the :class:`~.installation.Installation` every patch is handed,
 and installs in this order: the generated device wrappers (``torchdevice_generated.device_wrappers``), the
 hand-written entry points (tensors, checkpoints, autocast and GradScaler, the device-taking classes), the
@@ -29,7 +29,7 @@ import torch
 from torchdevice.callers import outside, patch_warning_places
 from torchdevice.device import gpus
 from torchdevice.device.gpus import Gpu
-from torchdevice.device.target import SIMULATED, SIMULATED_CUDA, Target, for_name, resolve
+from torchdevice.device.target import SIMULATED, SIMULATED_CUDA, SIMULATED_MPS, TARGETS, Target, for_name
 from torchdevice.patching import Patcher
 from torchdevice.records import HAND_WRITTEN
 from torchdevice.reporting.counts import configure_logging
@@ -78,6 +78,7 @@ def _install(target: str | torch.device | None, prefer_mlx: bool, devices: int |
              gpu_memory: str | int | None) -> torch.device:
     global _state
     with _lock:
+        configure_logging()
         name = resolve(target)
         options: dict[str, Any] = {"prefer_mlx": prefer_mlx or os.environ.get("TORCHDEVICE_PREFER_MLX") == "1",
                                    "devices": resolve_devices(devices), "target": name}
@@ -87,7 +88,6 @@ def _install(target: str | torch.device | None, prefer_mlx: bool, devices: int |
             if _state.options == options:
                 return _state.device
             uninstall()
-        configure_logging()
         check_torch_version()
         state = _state = State(torch.device("cuda"), options)
         try:
@@ -106,6 +106,50 @@ def _install(target: str | torch.device | None, prefer_mlx: bool, devices: int |
         log.info("installed: cuda -> %s%s", state.device if name != "cuda" else "cuda (passthrough)",
                  f" ({name})" if name not in ("cuda", state.device.type) else "")
         return state.device
+
+
+def resolve(requested: str | torch.device | None = None) -> str:
+    """The name of the target ``"cuda"`` should mean: ``requested``, else ``$TORCHDEVICE_TARGET``, else the best
+    present.
+
+    Real CUDA is preferred where present (the runtime then passes everything through), then MPS, then a simulated GPU
+    (``cuda-sim``), which needs its compiled backend (:func:`_gpu_or_cpu`). Asking for a target this machine lacks, or
+    one that is not a target, is an error (``ValueError``, ``RuntimeError``) naming where the request came from. On a
+    Mac, ``mps-sim`` is ``mps``.
+    """
+    name = requested if requested is not None else os.environ.get("TORCHDEVICE_TARGET") or None
+    if name is None:
+        if torch.cuda.is_available():
+            return "cuda"
+        return "mps" if torch.backends.mps.is_available() else _gpu_or_cpu()
+    source = "" if requested is not None else f" (TORCHDEVICE_TARGET={name})"
+    kind = name.type if isinstance(name, torch.device) else str(name).partition(":")[0]
+    if kind not in TARGETS:
+        raise ValueError(f"torchdevice: unknown target {name!r}{source}; expected one of {', '.join(TARGETS)}")
+    if kind == SIMULATED_MPS:
+        return "mps" if torch.backends.mps.is_available() else SIMULATED_MPS
+    if kind == SIMULATED_CUDA:
+        return SIMULATED_CUDA
+    if kind == "mps" and not torch.backends.mps.is_available():
+        raise RuntimeError(f"torchdevice: target 'mps' requested{source} but MPS is not available on this machine")
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"torchdevice: target 'cuda' requested{source} but CUDA is not available on this machine")
+    return kind
+
+
+@functools.cache
+def _gpu_or_cpu() -> str:
+    """``cuda-sim`` where the simulated devices' compiled backend can be had (built once with the machine's C++
+    compiler), else the cpu target, said at INFO (a simulated GPU's memory and devices need the compiled backend: see
+    the README's "Which is the default")."""
+    from torchdevice.simulated import backend
+
+    if backend.loadable():
+        return SIMULATED_CUDA
+    configure_logging()
+    log.info("\"cuda\" means the cpu target here: a simulated GPU needs the compiled backend, which cannot be had "
+             "(%s)", backend.why_not())
+    return "cpu"
 
 
 def _start_report(report: str | os.PathLike[str] | None) -> None:

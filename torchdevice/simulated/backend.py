@@ -48,16 +48,23 @@ def why_not() -> str | None:
 def load() -> bool:
     """Whether the compiled backend's ops (``torch.ops.torchdevice_sim``) are loaded, building them first where
     needed; False (said once, at INFO) where the Python backend stands in."""
-    if "loaded" not in _state:
-        why = _load()
-        _state["loaded"], _state["why"] = why is None, why
-        if why is not None:
-            if os.environ.get(CHOICE) == "compiled":
-                raise RuntimeError(f"torchdevice: {CHOICE}=compiled, but the simulated devices' compiled backend "
-                                   f"cannot be had: {why}")
-            log.info("torchdevice: the simulated devices run on the Python backend (%s); without the compiled one: "
-                     "%s", why, WITHOUT)
-    return bool(_state["loaded"])
+    if loadable():
+        return True
+    if os.environ.get(CHOICE) == "compiled":
+        raise RuntimeError(f"torchdevice: {CHOICE}=compiled, but the simulated devices' compiled backend cannot be "
+                           f"had: {why_not()}")
+    if "said" not in _state:
+        _state["said"] = True
+        log.info("the simulated devices run on the Python backend (%s); without the compiled one: %s",
+                 why_not(), WITHOUT)
+    return False
+
+
+def loadable() -> bool:
+    """Whether the compiled backend is loaded, building and loading it first where needed (once per process)."""
+    if "why" not in _state:
+        _state["why"] = _load()
+    return _state["why"] is None
 
 
 def _load() -> str | None:
@@ -80,7 +87,7 @@ def _load() -> str | None:
         if library.exists():
             torch.ops.load_library(str(library))
         else:
-            log.info("torchdevice: building the simulated devices' backend in %s (once, about 20 s)", directory)
+            log.info("building the simulated devices' backend in %s (once, about 20 s)", directory)
             cpp_extension.load(name, [str(SOURCE)], build_directory=str(directory), is_python_module=False,
                                extra_cflags=["-O2"], verbose=False)
     except Exception as exc:  # no compiler, no ninja, a build that failed: the Python backend stands in
