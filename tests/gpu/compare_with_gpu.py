@@ -5,9 +5,9 @@ not installed) and under ``torchdevice run --target cuda-sim --gpu-memory <the G
 process, and prints one JSON line per probe whose answers differ, then a summary; it exits 1 when any differs.
 ``--sim-only`` runs the simulated side alone (on any machine: the suite checks that every probe runs there).
 
-The probes are the lines of identity, placement, the allocator's counts, determinism alerts and refused kernels that
-the README's cuda-sim section claims are as on a GPU. A probe's answer is its value (``repr``), or the exception's
-type and first line.
+The probes are the lines of identity, placement, the allocator's counts, determinism alerts, refused kernels and
+``SyncBatchNorm``'s kernels (CUDA's only) that the README's cuda-sim section claims are as on a GPU. A probe's answer
+is its value (``repr``), or the exception's type and first line.
 """
 
 from __future__ import annotations
@@ -50,6 +50,21 @@ PROBES: dict[str, str] = {
                                 ".index_add_(0, torch.tensor([0, 0], device='cuda'), torch.ones(2, device='cuda')))",
     "capture then item": "(lambda g: [torch.cuda.graph(g).__enter__(), torch.ones(1, device='cuda').item()])"
                          "(torch.cuda.CUDAGraph())",
+    "batch_norm_stats of half": "[(t.dtype, [round(v, 4) for v in t.tolist()]) for t in torch.batch_norm_stats("
+                                "torch.arange(12.0, device='cuda').view(4, 3).half(), 1e-5)]",
+    "batch_norm_stats of a constant, eps 0": "torch.batch_norm_stats(torch.ones(2, 1, device='cuda'), 0)[1].tolist()",
+    "batch_norm_stats of Long": "torch.batch_norm_stats(torch.ones(2, 3, dtype=torch.long, device='cuda'), 1e-5)",
+    "batch_norm_gather_stats_with_counts": "[[round(v, 4) for v in t.tolist()] for t in "
+                                           "torch.batch_norm_gather_stats_with_counts(torch.ones(1, 2, device='cuda'), "
+                                           "torch.tensor([[1.0, 2.0], [3.0, 4.0]], device='cuda'), "
+                                           "torch.tensor([[1.0, 0.5], [2.0, 1.0]], device='cuda'), None, None, 0.1, "
+                                           "1e-5, torch.tensor([2.0, 6.0], device='cuda'))]",
+    "batch_norm_elemt of half": "torch.batch_norm_elemt(torch.ones(2, 3, dtype=torch.half, device='cuda'), None, "
+                                "None, torch.zeros(3, device='cuda'), torch.ones(3, device='cuda'), 1e-5).dtype",
+    "batch_norm_backward_reduce, bias only": "[t is None for t in torch.batch_norm_backward_reduce("
+                                             "torch.ones(2, 3, device='cuda'), torch.ones(2, 3, device='cuda'), "
+                                             "torch.zeros(3, device='cuda'), torch.ones(3, device='cuda'), None, "
+                                             "False, False, True)]",
 }
 
 RUNNER = """

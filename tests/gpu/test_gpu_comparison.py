@@ -32,3 +32,12 @@ def test_every_probe_runs_under_cuda_sim_and_answers_as_a_gpu():
     assert answers["deterministic pooling backward"].startswith(
         "RuntimeError: adaptive_avg_pool2d_backward_cuda does not have a deterministic implementation")
     assert answers["capture then item"].endswith("operation not permitted when stream is capturing")
+    # Normalization.cu: float32 statistics of half-precision inputs, its InvStd (0 for a variance and eps of 0), ranks
+    # merged by their counts (means 2.5 and 3.5, variances 1.1875 and 2.5), only the outputs asked for
+    assert answers["batch_norm_stats of half"] == ("[(torch.float32, [4.5, 5.5, 6.5]), "
+                                                   "(torch.float32, [0.2981, 0.2981, 0.2981])]")
+    assert answers["batch_norm_stats of a constant, eps 0"] == "[0.0]"
+    assert answers["batch_norm_stats of Long"] == "RuntimeError: \"batch_norm_stats_cuda\" not implemented for 'Long'"
+    assert answers["batch_norm_gather_stats_with_counts"] == "[[2.5, 3.5], [0.9177, 0.6325]]"
+    assert answers["batch_norm_elemt of half"] == "torch.float16"
+    assert answers["batch_norm_backward_reduce, bias only"] == "[True, True, True, False]"

@@ -331,6 +331,35 @@ def test_products_into_another_dtype_run_as_cuda_runs_them(gpu):
         torch.mm(a, b, out_dtype=torch.float32)  # host tensors: the CPU has no such kernel, here as on a GPU machine
 
 
+def test_sync_batch_norms_kernels_compute_what_cudas_compute(gpu):
+    """``batch_norm_stats`` and kin (``nn.SyncBatchNorm``'s), which the CPU lacks: two ranks' shares of a batch, of
+    unequal sizes, in half precision, give the whole batch's statistics in float32, as CUDA's kernels do."""
+    torch.manual_seed(0)
+    x = torch.randn(7, 3, 5, dtype=torch.float16)
+    whole = x.double().transpose(0, 1).reshape(3, -1)
+    shares = [torch.batch_norm_stats(t.cuda(), 1e-5) for t in (x[:5], x[5:])]
+    assert [(s.dtype, s.device) for s in shares[0]] == [(torch.float32, torch.device("cuda", 0))] * 2
+    running_mean, running_var = torch.zeros(3, device="cuda"), torch.ones(3, device="cuda")
+    mean, invstd = torch.batch_norm_gather_stats_with_counts(
+        x.cuda(), torch.stack([s[0] for s in shares]), torch.stack([s[1] for s in shares]), running_mean, running_var,
+        0.1, 1e-5, torch.tensor([25.0, 10.0], device="cuda"))
+    torch.testing.assert_close(mean.cpu(), whole.mean(1).float())
+    torch.testing.assert_close(invstd.cpu(), (whole.var(1, correction=0) + 1e-5).rsqrt().float())
+    torch.testing.assert_close(running_mean.cpu(), 0.1 * whole.mean(1).float())  # updated in place
+    torch.testing.assert_close(running_var.cpu(), (0.9 + 0.1 * whole.var(1)).float())  # the unbiased variance
+    out = torch.batch_norm_elemt(x.cuda(), None, None, mean, invstd, 1e-5)
+    assert out.dtype == torch.float16
+    normalized = (x.double() - whole.mean(1)[:, None]) * invstd.cpu().double()[:, None]
+    torch.testing.assert_close(out.cpu(), normalized.half())
+    assert torch.batch_norm_stats(torch.ones(2, 1, device="cuda"), 0)[1].tolist() == [0.0]  # CUDA's, not inf
+    with pytest.raises(RuntimeError, match="^\"batch_norm_stats_cuda\" not implemented for 'Long'$"):
+        torch.batch_norm_stats(torch.ones(2, 3, dtype=torch.long, device="cuda"), 1e-5)
+    with pytest.raises(RuntimeError, match="^batch_norm_gather_stats_with_counts: expected mean to be 2-dimensional"):
+        torch.batch_norm_gather_stats_with_counts(x.cuda(), mean, invstd, None, None, 0.1, 1e-5, mean)
+    with pytest.raises(NotImplementedError, match="'aten::batch_norm_stats' with arguments from the 'CPU' backend"):
+        torch.batch_norm_stats(x.float(), 1e-5)  # host tensors: the CPU has no such kernel, here as on a GPU machine
+
+
 def test_checkpointed_layers_recompute_in_cudas_autocast(gpu):
     """torch.utils.checkpoint reopens the region's autocast for the device torch knows: still CUDA's policy."""
     layer = torch.nn.Linear(8, 8).cuda()

@@ -119,6 +119,65 @@ def test_fsdp_ranks_shard_the_model_over_the_gpus_and_train_as_one_process(tmp_p
 
 
 @pytest.mark.processes
+def test_fsdp2_fully_shard_on_the_gpus_mesh_trains_as_one_process(tmp_path):
+    done = torchrun(2, "--target", "cuda-sim", str(PROGRAMS / "fsdp2_ranks.py"), str(tmp_path))
+    assert done.returncode == 0, done.output
+    ranks = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("rank*.json"))]
+    assert [(r["rank"], r["seen"]) for r in ranks] == [(0, ["cuda:0"]), (1, ["cuda:1"])]
+    # every parameter a DTensor of a "cuda" mesh (the blocks' the default one, the accelerator's), its shard on the GPU
+    assert [r["shards"] for r in ranks] == [{name: ["cuda", f"cuda:{rank}"] for name in (
+        "0.weight", "0.bias", "2.weight", "2.bias", "4.weight", "4.bias")} for rank in (0, 1)]
+    # one process on the whole batch, plain torch: its losses the two halves' mean, the state_dict's DTensors gathered
+    # its parameters (float32's tolerance; a rank's gradient lost or not averaged moves them by ~1e-3)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 16), torch.nn.Tanh(),
+                                torch.nn.Linear(16, 1))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    losses = []
+    for x in torch.randn(4, 16, 8, generator=torch.Generator().manual_seed(0)):
+        loss = torch.nn.functional.mse_loss(model(x), x.sum(-1, keepdim=True).sin())
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.item())
+    assert_close(torch.tensor([r["losses"] for r in ranks]).mean(0), torch.tensor(losses))
+    for rank in ranks:
+        assert_close({k: torch.tensor(v) for k, v in rank["state"].items()}, model.state_dict(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.processes
+def test_sync_batch_norm_ranks_normalize_with_the_whole_batch_as_one_process(tmp_path):
+    done = torchrun(2, "--target", "cuda-sim", str(PROGRAMS / "syncbn_ranks.py"), str(tmp_path))
+    assert done.returncode == 0, done.output
+    ranks = [json.loads(p.read_text()) for p in sorted(tmp_path.glob("rank*.json"))]
+    assert [(r["rank"], r["seen"], r["norms"]) for r in ranks] == [(0, ["cuda:0"], ["SyncBatchNorm"]),
+                                                                   (1, ["cuda:1"], ["SyncBatchNorm"])]
+    # one process, plain BatchNorm on the whole batch: its losses the two halves' mean, its parameters and running
+    # statistics each rank's, its evaluation (the running statistics) each rank's half (float32's tolerance; a rank
+    # normalized with its own half's statistics moves them by ~1e-2)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1, bias=False), torch.nn.BatchNorm2d(4),
+                                torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(64, 8, bias=False),
+                                torch.nn.BatchNorm1d(8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    data = torch.randn(5, 16, 3, 4, 4, generator=torch.Generator().manual_seed(0))
+    losses = []
+    for x in data[:4]:
+        loss = torch.nn.functional.mse_loss(model(x), x.mean((1, 2, 3)).sin()[:, None])
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(loss.item())
+    model.eval()
+    with torch.no_grad():
+        evaluated = model(data[4])
+    assert_close(torch.tensor([r["losses"] for r in ranks]).mean(0), torch.tensor(losses))
+    for rank in ranks:
+        assert_close({k: torch.tensor(v) for k, v in rank["state"].items()}, model.state_dict(), rtol=1e-5, atol=1e-6)
+        assert_close(torch.tensor(rank["eval"]), evaluated[rank["rank"]::2])
+
+
+@pytest.mark.processes
 def test_a_rank_whose_model_is_on_another_gpu_than_its_device_ids_fails_as_on_a_gpu():
     """No ``set_device``: every model on cuda:0, ``device_ids=[rank]``. DDP takes the GPU it is given (the cpu target,
     where every ``cuda:i`` is the CPU, runs it)."""

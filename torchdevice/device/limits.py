@@ -53,7 +53,7 @@ EXCEPTIONS: dict[str, type[BaseException]] = {
 """The exceptions the table's rows name."""
 WIDE = frozenset({torch.float64, torch.complex128})
 """The dtypes MPS has no tensors of."""
-_C10_NAMES = {
+C10_NAMES = {
     torch.bool: "Bool", torch.uint8: "Byte", torch.int8: "Char", torch.int16: "Short", torch.int32: "Int",
     torch.int64: "Long", torch.float16: "Half", torch.bfloat16: "BFloat16", torch.float32: "Float",
     torch.float64: "Double", torch.complex32: "ComplexHalf", torch.complex64: "ComplexFloat",
@@ -172,7 +172,7 @@ class Limit:
         else:
             value = self.getter(name)(args, kwargs)
         if attribute == "scalar_type" and isinstance(value, torch.Tensor):
-            return _C10_NAMES.get(value.dtype, str(value.dtype))
+            return C10_NAMES.get(value.dtype, str(value.dtype))
         return str(value)
 
     @cached_property

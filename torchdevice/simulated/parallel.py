@@ -7,18 +7,20 @@ source device the source tensors themselves, a gather concatenates into a new te
 device, or the host for ``-1``), each with CUDA's checks and messages. ``parallel_apply`` (each replica on its device)
 and FSDP's modules are answered as the program is (:func:`torchdevice.callers.tell_as_program`): CUDA is there, the
 parameters are on ``cuda:i``, and its streams and events are the emulated ones, which is all they ask of CUDA.
+FSDP2's default device mesh is the accelerator's (``torch._C._get_accelerator``): CUDA, as for the program, so its
+``DeviceMesh``, its DTensors and its device handle are ``"cuda"``'s, as on a GPU.
 """
 
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from torchdevice.callers import tell_as_program
+from torchdevice.callers import tell_as_program, torch_internal
 from torchdevice.device.aten import cpp_device
 from torchdevice.patching import Patcher
 from torchdevice.simulated.device import NAME, current
@@ -33,6 +35,16 @@ def activate(patcher: Patcher) -> None:
         if not hasattr(torch._C, name):
             patcher.set(torch._C, name, function)
     tell_as_program(patcher, ("torch.nn.parallel.parallel_apply", *modules_of("torch.distributed.fsdp")))
+    patcher.set(torch._C, "_get_accelerator", _accelerator(torch._C._get_accelerator))
+
+
+def _accelerator(truth: Callable[[bool], torch.device]) -> Callable[[bool], torch.device]:
+    """``torch._C._get_accelerator`` answering CUDA to the program and to the modules answered as it is (FSDP2's
+    default device mesh), the backend itself (``simulated``) to torch's own code."""
+    def _get_accelerator(check: bool = False) -> torch.device:
+        return truth(check) if torch_internal() else torch.device("cuda")
+
+    return _get_accelerator
 
 
 def modules_of(package: str) -> list[str]:
