@@ -11,11 +11,13 @@ recurrent layers compute as the CPU computes them.
 
 NCCL: ``torch._C`` gets the collectives ``torch.cuda.nccl`` calls (``nn.DataParallel``'s gradients are summed by
 ``nccl.reduce``, as on a GPU, and its CPU-build warning is gone), each computing on the devices' memory what NCCL
-computes, after NCCL's checks; ``torch.cuda.nccl.version()`` is (2, 29, 7).
+computes (its reduce ops: :mod:`torchdevice.distributed.reduce_ops`), after NCCL's checks;
+``torch.cuda.nccl.version()`` is (2, 29, 7).
 """
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -24,9 +26,11 @@ import torch
 import torch.backends
 import torch.backends.cudnn
 import torch.cuda.nccl
+from torch.distributed import ReduceOp
 
 from torchdevice.callers import tell_as_program
 from torchdevice.device.aten import cpp_device
+from torchdevice.distributed import reduce_ops
 from torchdevice.patching import Patcher
 from torchdevice.simulated.device import NAME
 from torchdevice.simulated.profile import Profile
@@ -36,10 +40,11 @@ CUDNN_VERSION = 92000
 NCCL_VERSION = (2, 29, 7)
 BENCHMARK_LIMIT = 10
 """How many cuDNN algorithms ``benchmark`` tries at most, until the program sets it (torch's default)."""
-_REDUCTIONS: dict[int, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
-    0: torch.add, 1: torch.mul, 2: torch.maximum, 3: torch.minimum, 4: torch.add}
-"""``ncclRedOp_t``'s operations: sum, product, max, min, average (a sum, divided after)."""
-_AVERAGE = 4
+_OPS = ("SUM", "PRODUCT", "MAX", "MIN", "AVG")
+"""``ncclRedOp_t``'s operations, by number, as ``torch.distributed.ReduceOp`` names them."""
+_COMBINED: dict[Any, Callable[..., torch.Tensor]] = {
+    ReduceOp.SUM: torch.add, ReduceOp.PRODUCT: torch.mul, ReduceOp.MAX: torch.maximum, ReduceOp.MIN: torch.minimum}
+"""How two ranks' values combine under each reduce op that :func:`.reduce_ops.reduction` leaves."""
 
 
 def activate(patcher: Patcher, profile: Profile) -> None:
@@ -98,26 +103,26 @@ def _check(inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor | None
         devices.add(cpp_device(t).index)
 
 
-def _reduced(inputs: Sequence[torch.Tensor], op: int, device: torch.device) -> torch.Tensor:
-    """The inputs reduced by ``op`` on ``device``."""
-    combine = _REDUCTIONS[op]
+def _reduced(inputs: Sequence[torch.Tensor], op: int, device: torch.device, collective: str) -> torch.Tensor:
+    """The inputs reduced by NCCL's ``op``, as NCCL computes it (:func:`.reduce_ops.reduction`), on ``device``."""
+    how = reduce_ops.reduction(getattr(ReduceOp, _OPS[op]), inputs[0].dtype, len(inputs), collective)
     with torch.no_grad():
-        result = inputs[0].to(device, copy=True)
-        for t in inputs[1:]:
-            result = combine(result, t.to(device))
-        return result / len(inputs) if op == _AVERAGE else result
+        wire = functools.reduce(_COMBINED[how.op], [how.send(t.to(device, copy=True), in_place=True) for t in inputs])
+        out = torch.empty_like(inputs[0], device=device)
+        how.receive(wire, out)
+        return out
 
 
 def _reduce(inputs: Sequence[torch.Tensor], output: torch.Tensor, root: int = 0, op: int = 0, streams: Any = None,
             comms: Any = None) -> None:
     _check(inputs, [output if i == root else None for i in range(len(inputs))])
-    output.copy_(_reduced(inputs, op, cpp_device(output)))
+    output.copy_(_reduced(inputs, op, cpp_device(output), "reduce"))
 
 
 def _all_reduce(inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor], op: int = 0, streams: Any = None,
                 comms: Any = None) -> None:
     _check(inputs, outputs)
-    reduced = _reduced(inputs, op, cpp_device(outputs[0]))
+    reduced = _reduced(inputs, op, cpp_device(outputs[0]), "all_reduce")
     for out in outputs:
         out.copy_(reduced)
 
@@ -139,7 +144,7 @@ def _all_gather(inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor],
 def _reduce_scatter(inputs: Sequence[torch.Tensor], outputs: Sequence[torch.Tensor], op: int = 0, streams: Any = None,
                     comms: Any = None) -> None:
     _check(inputs, outputs, 1, len(inputs))
-    reduced = _reduced(inputs, op, cpp_device(inputs[0])).view(-1).chunk(len(outputs))
+    reduced = _reduced(inputs, op, cpp_device(inputs[0]), "reduce_scatter").view(-1).chunk(len(outputs))
     for out, part in zip(outputs, reduced, strict=True):
         out.view(-1).copy_(part)
 
