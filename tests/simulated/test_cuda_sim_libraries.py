@@ -21,12 +21,20 @@ def gpu():
 
 
 @pytest.fixture
+def settable_flags():
+    """torch.backends' flags settable as in a program (importing torch's own test utilities, as another test of
+    this process may, freezes them)."""
+    with torch.backends.__allow_nonbracketed_mutation():
+        yield
+
+
+@pytest.fixture
 def two_gpus():
     with torchdevice.installed("cuda-sim", devices=2) as device:
         yield device
 
 
-def test_cudnn_is_there_as_on_a_gpu(gpu):
+def test_cudnn_is_there_as_on_a_gpu(gpu, settable_flags):
     x = torch.randn(4, 3, device="cuda")
     assert torch.backends.cudnn.is_available() and torch.backends.cudnn.enabled
     version = torch.backends.cudnn.version()
@@ -102,7 +110,7 @@ def test_recurrent_layers_with_cudnn_train_as_on_the_cpu_target(layer):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
 
 
-def test_cudnn_deterministic_alone_does_not_make_torch_deterministic(gpu):
+def test_cudnn_deterministic_alone_does_not_make_torch_deterministic(gpu, settable_flags):
     x = torch.randn(1, 2, 7, 7, device="cuda", requires_grad=True)
     flags = torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark
     torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
