@@ -219,7 +219,7 @@ _NAMING = ((torch.autograd, "_engine_run_backward"), (torch._VF, "_pack_padded_s
 for ``backward`` and ``torch.autograd.grad``; ``pack_padded_sequence``'s lengths; ``set_``'s storage; attention's
 inputs, which the device's kernels get only after): exceptions passing out of them are renamed; ``.grad``'s assignment
 too."""
-_DEVICE_NAME = re.compile(rf"\b{NAME}(?::(\d+))?\b")
+_DEVICE_NAME = re.compile(rf"\b{NAME}(?::(\d+))?(?![\w-])")
 
 
 def _named_as_shown(function: Any, profile: Profile) -> Any:
