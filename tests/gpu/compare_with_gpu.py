@@ -5,9 +5,9 @@ not installed) and under ``torchdevice run --target cuda-sim --gpu-memory <the G
 process, and prints one JSON line per probe whose answers differ, then a summary; it exits 1 when any differs.
 ``--sim-only`` runs the simulated side alone (on any machine: the suite checks that every probe runs there).
 
-The probes are the lines of identity, placement, the allocator's counts, determinism alerts, refused kernels and
-``SyncBatchNorm``'s kernels (CUDA's only) that the README's cuda-sim section claims are as on a GPU. A probe's answer
-is its value (``repr``), or the exception's type and first line.
+The probes are the lines of identity, placement, the allocator's counts, determinism alerts, refused kernels,
+``SyncBatchNorm``'s kernels (CUDA's only), cuDNN and torch's messages that the README's cuda-sim section claims are as
+on a GPU. A probe's answer is its value (``repr``), or the exception's type and first line.
 """
 
 from __future__ import annotations
@@ -65,6 +65,12 @@ PROBES: dict[str, str] = {
                                              "torch.ones(2, 3, device='cuda'), torch.ones(2, 3, device='cuda'), "
                                              "torch.zeros(3, device='cuda'), torch.ones(3, device='cuda'), None, "
                                              "False, False, True)]",
+    "cudnn": "(torch.backends.cudnn.is_available(), torch.backends.cudnn.is_acceptable(torch.ones(2, device='cuda')),"
+             " torch.backends.cudnn.benchmark_limit)",
+    "host gradient": "setattr(torch.ones(2, device='cuda', requires_grad=True), 'grad', torch.zeros(2))",
+    "backward with a host gradient": "(torch.ones(2, device='cuda', requires_grad=True) * 2).backward(torch.ones(2))",
+    "lengths on the gpu": "torch.nn.utils.rnn.pack_padded_sequence(torch.ones(3, 2, 1, device='cuda'),"
+                          " torch.tensor([3, 2], device='cuda'))",
 }
 
 RUNNER = """

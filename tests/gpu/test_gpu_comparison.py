@@ -41,3 +41,11 @@ def test_every_probe_runs_under_cuda_sim_and_answers_as_a_gpu():
     assert answers["batch_norm_gather_stats_with_counts"] == "[[2.5, 3.5], [0.9177, 0.6325]]"
     assert answers["batch_norm_elemt of half"] == "torch.float16"
     assert answers["batch_norm_backward_reduce, bias only"] == "[True, True, True, False]"
+    assert answers["cudnn"] == "(True, True, 10)"
+    assert answers["host gradient"] == ("RuntimeError: attempting to assign a gradient with device type 'cpu' to a "
+                                        "tensor with device type 'cuda'. Please ensure that the gradient and the "
+                                        "tensor are on the same device")
+    assert answers["backward with a host gradient"] == ("RuntimeError: invalid gradient at index 0 - expected device "
+                                                        "cuda:0 but got cpu")
+    assert answers["lengths on the gpu"] == ("RuntimeError: 'lengths' argument should be a 1D CPU int64 tensor, but "
+                                             "got 1D cuda:0 Long tensor")

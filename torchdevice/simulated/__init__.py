@@ -15,6 +15,7 @@ what a device is, is its profile (:mod:`.profile`). Its modules:
 - :mod:`.profile`: what each device is (a GPU's card: :mod:`torchdevice.device.gpus`);
 - :mod:`.sharing`: a GPU's tensors sent to other processes share their memory, as CUDA's IPC does;
 - :mod:`.parallel`: torch's data-parallel wrappers on GPUs (``nn.DataParallel``'s copies between devices, FSDP);
+- :mod:`.libraries`: the libraries a GPU's torch brings: cuDNN's answers, NCCL's collectives;
 - :mod:`.deepspeed_gpu`: DeepSpeed's CUDA accelerator on GPUs, building its CPU ops.
 
 The simulated macOS version is :func:`torchdevice.device.limits.macos` (``TORCHDEVICE_MACOS=15.1``; by default 14.0,
@@ -27,7 +28,7 @@ from __future__ import annotations
 from torchdevice.device import gpus
 from torchdevice.device.target import SIMULATED_CUDA, SIMULATED_MPS, Target
 from torchdevice.patching import Patcher
-from torchdevice.simulated import deepspeed_gpu, internals, parallel, presentation, profile, sharing
+from torchdevice.simulated import deepspeed_gpu, internals, libraries, parallel, presentation, profile, sharing
 from torchdevice.simulated.kernels import SimulatedKernels
 
 
@@ -47,5 +48,6 @@ def activate(patcher: Patcher, name: str, devices: int = 1, gpu: gpus.Gpu | None
     if name == SIMULATED_CUDA:
         sharing.activate(patcher)  # CUDA's IPC (torch shares no MPS memory between processes)
         parallel.activate(patcher)  # CUDA's copies between devices (nn.DataParallel), FSDP
+        libraries.activate(patcher, sim.profile)  # cuDNN, NCCL
         deepspeed_gpu.activate(patcher)  # its CUDA accelerator
     return sim.target()

@@ -20,12 +20,16 @@ While the simulation is installed (every patch through the runtime's patcher):
   run through its kernels (where a Mac's Inductor generates Metal kernels); flex attention takes the device's inputs
   as the device the program sees;
 - storages of the device are copied by its kernels (``copy.deepcopy``, ``Storage.to``), and ``.numpy()`` of a
-  device tensor raises the device's error.
+  device tensor raises the device's error;
+- the messages torch's C++ writes with the device in them (``expected device cuda:0 but got cpu``) name the device the
+  program sees, where torch's checks that print a tensor's device meet the program's calls (:data:`_NAMING`): the
+  autograd engine's, assigning ``.grad``, ``set_``, packing sequences, attention.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 import types
 from typing import Any
 
@@ -92,6 +96,11 @@ def activate(patcher: Patcher, profile: Profile, macos: tuple[int, int] | None =
     patcher.set(torch.UntypedStorage, "clone", _clone(torch.UntypedStorage.clone))
     patcher.set(torch.storage, "_to", _to(torch.storage._to, profile))
     patcher.set(torch.Tensor, "numpy", _numpy(torch.Tensor.numpy, shown))
+    for owner, name in _NAMING:
+        patcher.set(owner, name, _named_as_shown(getattr(owner, name), profile))
+    grad = vars(torch._C.TensorBase)["grad"]
+    patcher.set(torch.Tensor, "grad", property(grad.__get__, _named_as_shown(grad.__set__, profile), grad.__delete__,
+                                               doc=grad.__doc__))
     patcher.set(torch._TorchCompileInductorWrapper, "__call__",
                 _compiled_eagerly(torch._TorchCompileInductorWrapper.__call__))
     patcher.after_import("torch.nn.attention.flex_attention", lambda flex: patcher.set(
@@ -202,6 +211,34 @@ def _numpy(original: Any, shown: tuple[torch.device, ...]) -> Any:
         return original(self, force=force)
 
     return numpy
+
+
+_NAMING = ((torch.autograd, "_engine_run_backward"), (torch._VF, "_pack_padded_sequence"), (torch.Tensor, "set_"),
+           (torch.nn.functional, "scaled_dot_product_attention"))
+"""Where the program calls torch's C++ that checks tensors' devices and prints them (the autograd engine's gradients,
+for ``backward`` and ``torch.autograd.grad``; ``pack_padded_sequence``'s lengths; ``set_``'s storage; attention's
+inputs, which the device's kernels get only after): exceptions passing out of them are renamed; ``.grad``'s assignment
+too."""
+_DEVICE_NAME = re.compile(rf"\b{NAME}(?::(\d+))?(?![\w-])")
+
+
+def _named_as_shown(function: Any, profile: Profile) -> Any:
+    """``function``, whose exceptions say the device the program sees where torch's C++ named the simulated one
+    (``simulated:0`` as ``cuda:0``, the type ``'simulated'`` as ``'cuda'``); torchdevice's own messages are kept."""
+    def shown(found: re.Match[str]) -> str:
+        return profile.type if found[1] is None else str(profile.shown(int(found[1])))
+
+    @functools.wraps(function)
+    def named(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except Exception as exc:
+            message = exc.args[0] if len(exc.args) == 1 else None
+            if isinstance(message, str) and NAME in message and not message.startswith("torchdevice"):
+                exc.args = (_DEVICE_NAME.sub(shown, message),)
+            raise
+
+    return named
 
 
 def _compiled_eagerly(inductor: Any) -> Any:
