@@ -37,7 +37,8 @@ def install(target: str | torch.device | None = None, *, prefer_mlx: bool = Fals
             devices: int | None = None, gpu: str | None = None, gpu_memory: str | int | None = None,
             report: str | os.PathLike[str] | None = None) -> torch.device:
     """Make ``"cuda"`` mean ``target`` (default: ``$TORCHDEVICE_TARGET``, else MPS, else a simulated GPU where its
-    compiled backend builds, else CPU; real CUDA passes through), here and in every Python process started from now on. Returns that device.
+    compiled backend builds, else CPU; real CUDA passes through), here and in every Python process started from now
+    on. Returns that device.
 
     ``devices``: how many CUDA devices ``torch.cuda.device_count()`` reports, ``cuda:0`` to
     ``cuda:N-1``, each of them the target (default: ``$TORCHDEVICE_DEVICES``, else 1). Idempotent

@@ -14,9 +14,11 @@ are shown at the program's own line instead, the line that called the wrapped fu
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import warnings
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -55,13 +57,27 @@ def torch_internal(depth: int = 2) -> bool:
     return (name in _TRUTHFUL or name.startswith(_TRUTHFUL_PREFIXES)) and name not in _told_as_program
 
 
-def tell_as_program(patcher: Patcher, modules: tuple[str, ...]) -> None:
-    """Answer ``modules`` (torch's, or a package's told the truth) as the program is answered until
-    ``patcher.restore()``: on a target that has what they call where CUDA is available (a simulated GPU, for
-    ``nn.DataParallel``, FSDP and DeepSpeed)."""
-    added = set(modules) - _told_as_program
+def tell_as_program(patcher: Patcher, modules: tuple[str, ...] = (), packages: tuple[str, ...] = ()) -> None:
+    """Answer ``modules``, and ``packages`` with every module below them (torch's, or packages told the truth), as
+    the program is answered until ``patcher.restore()``: on a target that has what they call where CUDA is available
+    (a simulated GPU, for ``nn.DataParallel``, FSDP and DeepSpeed)."""
+    added = {*modules, *(m for package in packages for m in _modules_of(package))} - _told_as_program
     _told_as_program.update(added)
     patcher.defer(lambda: _told_as_program.difference_update(added))
+
+
+def _modules_of(package: str) -> list[str]:
+    """``package`` and the modules below it, read from its folder (nothing imported); none where it is absent."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    found = [package]
+    for folder in spec.submodule_search_locations:
+        root = Path(folder)
+        for path in root.rglob("*.py"):
+            parts = path.relative_to(root).with_suffix("").parts
+            found.append(".".join((package, *(parts[:-1] if parts[-1] == "__init__" else parts))))
+    return found
 
 
 def outside() -> int:

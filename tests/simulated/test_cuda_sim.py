@@ -79,6 +79,16 @@ def test_two_gpus_are_two_devices(two_gpus):
         torch.device("cuda", 0), torch.device("cuda", 1), torch.device("cuda", 1), 1)
     with pytest.raises(RuntimeError, match=f"{SAME_DEVICE}, cuda:0 and cuda:1!"):
         a + b
+    # TensorAdvancedIndexing.cpp: indices on the host or on the indexed tensor's device; an index_put_ moves them
+    with pytest.raises(RuntimeError, match=r"^indices should be either on cpu or on the same device as the indexed "
+                       r"tensor \(cuda:0\)$"):
+        a[torch.tensor([0, 2], device="cuda:1")]
+    with pytest.raises(RuntimeError, match=r"the same device as the indexed tensor \(cpu\)$"):
+        torch.arange(3.0)[torch.tensor([1], device="cuda:1")]
+    assert a[torch.tensor([0, 2])].tolist() == a[torch.tensor([0, 2], device="cuda:0")].tolist() == [1.0, 1.0]
+    a[torch.tensor([1], device="cuda:1")] = 5.0
+    assert a.tolist() == [1.0, 5.0, 1.0]
+    a[1] = 1.0
     moved = a.to("cuda:1")
     assert moved.device.index == 1 and torch.equal(moved.cpu(), b.cpu()) and moved.data_ptr() != a.data_ptr()
     with torch.cuda.device(1):

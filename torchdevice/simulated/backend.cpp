@@ -545,11 +545,13 @@ std::optional<c10::OperatorHandle> in_place_of_out(const c10::OperatorHandle& op
 }
 
 // Placed: whether a host tensor that is not a scalar, or tensors of two devices, are refused; Checked: whether the call is
-// refused at all (copies are not: the device holds what it holds).
-template <bool Placed, bool Checked = true>
+// refused at all (copies are not: the device holds what it holds); Indexed: `index`'s indices on the host or on the
+// indexed tensor's device only (TensorAdvancedIndexing.cpp's check_indices_on_cpu_or_selfdevice).
+template <bool Placed, bool Checked = true, bool Indexed = false>
 void kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   const auto& arguments = op.schema().arguments();
   auto first = stack->size() - arguments.size();
+  c10::Device self = Indexed ? (*stack)[first].toTensor().device() : c10::Device(c10::DeviceType::CPU);
   Call call;
   auto to_host = [&call](const at::Tensor& t) { return call.to_host(t); };
   int64_t generator = -1;
@@ -575,6 +577,10 @@ void kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stac
     TORCH_CHECK(false, "Expected all tensors to be on the same device, but found at least two devices, ", shown_type,
                 ":", static_cast<int>(call.index), " and ",
                 call.other >= 0 ? shown_type + ":" + std::to_string(call.other) : std::string("cpu"), "!");
+  }
+  if (Indexed && (self.type() == kDevice ? call.other >= 0 : call.index >= 0)) {
+    TORCH_CHECK(false, "indices should be either on cpu or on the same device as the indexed tensor (",
+                self.type() == kDevice ? shown_type + ":" + std::to_string(self.index()) : std::string("cpu"), ")");
   }
   auto in_place = in_place_of_out(op, *stack, first);
   if (in_place) {
@@ -631,7 +637,9 @@ void use_kernels(c10::List<std::string> ops, c10::List<std::string> host_argumen
     kernels->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&kernel<true>>());
   }
   for (const std::string& name : host_arguments) {
-    kernels->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&kernel<false>>());
+    kernels->impl(name.c_str(), name.rfind("index.", 0) == 0
+                                    ? torch::CppFunction::makeFromBoxedFunction<&kernel<false, true, true>>()
+                                    : torch::CppFunction::makeFromBoxedFunction<&kernel<false>>());
   }
   for (const std::string& name : views) {
     kernels->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&as_they_are>());

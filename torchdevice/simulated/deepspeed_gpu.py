@@ -14,12 +14,11 @@ from typing import Any
 
 from torchdevice.callers import tell_as_program
 from torchdevice.patching import Patcher
-from torchdevice.simulated.parallel import modules_of
 
 
 def activate(patcher: Patcher) -> None:
     """Until ``patcher.restore()``: DeepSpeed answered as the program is, its CUDA accelerator building CPU ops."""
-    tell_as_program(patcher, tuple(modules_of("deepspeed")))
+    tell_as_program(patcher, packages=("deepspeed",))
     patcher.after_import("deepspeed.accelerator.cuda_accelerator", lambda module: _cpu_ops(patcher, module))
 
 

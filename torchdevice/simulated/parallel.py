@@ -13,9 +13,7 @@ FSDP2's default device mesh is the accelerator's (``torch._C._get_accelerator``)
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -34,7 +32,7 @@ def activate(patcher: Patcher) -> None:
     for name, function in FUNCTIONS.items():
         if not hasattr(torch._C, name):
             patcher.set(torch._C, name, function)
-    tell_as_program(patcher, ("torch.nn.parallel.parallel_apply", *modules_of("torch.distributed.fsdp")))
+    tell_as_program(patcher, ("torch.nn.parallel.parallel_apply",), packages=("torch.distributed.fsdp",))
     patcher.set(torch._C, "_get_accelerator", _accelerator(torch._C._get_accelerator))
 
 
@@ -45,20 +43,6 @@ def _accelerator(truth: Callable[[bool], torch.device]) -> Callable[[bool], torc
         return truth(check) if torch_internal() else torch.device("cuda")
 
     return _get_accelerator
-
-
-def modules_of(package: str) -> list[str]:
-    """``package`` and the modules below it, read from its folder (nothing imported)."""
-    spec = importlib.util.find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        return []
-    found = [package]
-    for folder in spec.submodule_search_locations:
-        root = Path(folder)
-        for path in sorted(root.rglob("*.py")):
-            parts = path.relative_to(root).with_suffix("").parts
-            found.append(".".join((package, *(parts[:-1] if parts[-1] == "__init__" else parts))))
-    return sorted(set(found))
 
 
 def _device(index: int) -> torch.device:
