@@ -54,10 +54,10 @@ def test_mixed_precision_runs_under_cuda_autocast(native, redirected, precision,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("strategy", ["ddp", "ddp_spawn"])
-def test_ddp_strategies_on_two_gpus_give_the_cpu_losses(native, redirected, strategy):
+@pytest.mark.parametrize(("strategy", "target"), [("ddp", "cuda-sim"), ("ddp_spawn", "cpu"), ("ddp_spawn", "cuda-sim")])
+def test_ddp_strategies_on_two_gpus_give_the_cpu_losses(native, redirected, strategy, target):
     cpu = native(PROGRAM, "--accelerator", "cpu", "--strategy", strategy, "--devices", "2")
-    gpu = redirected(PROGRAM, "--strategy", strategy, "--devices", "2", devices=2)
+    gpu = redirected(PROGRAM, "--strategy", strategy, "--devices", "2", devices=2, target=target)
     assert [(r["rank"], r["world_size"], r["on"], r["cuda_current"]) for r in gpu] == [
         (0, 2, "cuda:0", 0), (1, 2, "cuda:1", 1)]
     # Each rank sees its own shard: its losses are the CPU run's for the same rank, step by step.
