@@ -44,8 +44,9 @@ demo: $(STAMP)
 	$(VENV)/bin/torchdevice rewrite examples/gpt_train.py --diff; test $$? -le 1
 
 # The whole suite (CI runs it, and `make lint`).
+# Tests that start processes come first (tests/conftest.py), handed to the workers one by one as they free up.
 test: $(STAMP) check-generated browser
-	$(PY) -m pytest -n $(JOBS) -q
+	$(PY) -m pytest -n $(JOBS) --maxschedchunk=1 -q
 
 # The edit-test tier: every test that starts no process (tests/conftest.py holds the marker to that).
 test-fast: $(STAMP)

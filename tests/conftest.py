@@ -46,7 +46,8 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A slow test is a multi-process run: it is marked ``processes`` too. Tests that start processes run first, the
     slow ones first of all, so that the parallel workers share the long runs and finish on the thousands of short
-    tests, not on one long run while the other workers wait."""
+    tests, not on one long run while the other workers wait (``make test`` hands tests to the workers one at a time,
+    ``--maxschedchunk=1``: in the larger chunks xdist sends by default, one worker would get every long run)."""
     for item in items:
         if item.get_closest_marker("slow") is not None:
             item.add_marker(MARKER)

@@ -14,6 +14,15 @@ from framework_runs import PROGRAMS, Records, assert_numbers_close
 PROGRAM = "ultralytics_train.py"
 
 
+@pytest.fixture
+def in_this_process(monkeypatch, tmp_path):
+    """Ultralytics imported in the test's own process: offline, its settings in ``tmp_path`` (read at its import),
+    and ``torch.save``, which its import replaces with its own, given back to the tests that follow in this worker."""
+    monkeypatch.setenv("YOLO_OFFLINE", "1")
+    monkeypatch.setenv("YOLO_CONFIG_DIR", str(tmp_path))
+    monkeypatch.setattr(torch, "save", torch.save)
+
+
 def assert_cpu_numbers(gpu: Records, cpu: Records) -> None:
     ((gpu_record,), (cpu_record,)) = gpu, cpu
     # On a CUDA device Ultralytics lays the model out channels-last (NHWC), on the CPU it does not: other kernels, whose
@@ -32,11 +41,9 @@ def assert_cpu_numbers(gpu: Records, cpu: Records) -> None:
     assert_numbers_close(gpu_record["boxes"], cpu_record["boxes"], rtol=1e-4, atol=1e-7)
 
 
-def test_the_environments_torchvision_nms_keeps_the_boxes_ultralytics_own_nms_keeps(monkeypatch, tmp_path):
+def test_the_environments_torchvision_nms_keeps_the_boxes_ultralytics_own_nms_keeps(in_this_process):
     """The test environment's ``torchvision::nms`` (tests/environment) against Ultralytics' NMS in torch, which it
     writes to keep what torchvision keeps (scores without ties: their order is the only freedom either has)."""
-    monkeypatch.setenv("YOLO_OFFLINE", "1")  # read when Ultralytics is imported: no online check, no settings at home
-    monkeypatch.setenv("YOLO_CONFIG_DIR", str(tmp_path))
     import torchvision
     from ultralytics.utils.nms import TorchNMS
 
@@ -72,7 +79,7 @@ def test_spawned_data_loader_workers_on_the_simulated_mac_give_the_cpu_numbers(n
 
 @pytest.mark.processes
 def test_on_the_simulated_gpu_it_trains_with_amp_and_its_checkpoints_load_on_a_cpu(native, redirected, monkeypatch,
-                                                                                   tmp_path):
+                                                                                   in_this_process):
     (cpu,) = native(PROGRAM, "--cpu")
     (gpu,) = redirected(PROGRAM, target="cuda-sim")
     assert gpu["device"] == "cuda:0"
@@ -87,8 +94,6 @@ def test_on_the_simulated_gpu_it_trains_with_amp_and_its_checkpoints_load_on_a_c
 
     # A process with plain torch and no GPU loads the checkpoints (Ultralytics' strip_optimizer rewrote them from the
     # CPU at the end of training, as on a GPU), with torch.load and through YOLO(path): the weights the program read.
-    monkeypatch.setenv("YOLO_OFFLINE", "1")
-    monkeypatch.setenv("YOLO_CONFIG_DIR", str(tmp_path))
     monkeypatch.syspath_prepend(str(PROGRAMS))
     from ultralytics import YOLO
     from ultralytics_train import digest
