@@ -6,9 +6,10 @@ records without writing. :mod:`~codegen.scan.walk` decides what is public,
 :mod:`~codegen.scan.signatures`, :mod:`~codegen.scan.devices` and :mod:`~codegen.scan.kernels`
 fill in each record, :mod:`~codegen.scan.write` emits the YAML. :mod:`~codegen.scan.autocast` adds CUDA's autocast
 policy (``autocast.yaml``) and :mod:`~codegen.scan.kernels` the overloads MPS has a sparse kernel of
-(``sparse_mps.yaml``) and those CUDA has a sparse compressed kernel of (``sparse_csr_cuda.yaml``): facts about aten overloads rather than entries. MPS's messages (``mps_messages.yaml``) come
-from torch's macOS wheel, not the installed torch: :mod:`~codegen.scan.mps_messages`; CUDA's determinism alerts
-(``cuda_alerts.yaml``) from torch's CUDA wheel: :mod:`~codegen.scan.cuda_alerts`.
+(``sparse_mps.yaml``) and those CUDA has a sparse compressed kernel of (``sparse_csr_cuda.yaml``): facts about
+aten overloads rather than entries. MPS's messages (``mps_messages.yaml``) come from torch's macOS wheel, not the
+installed torch: :mod:`~codegen.scan.mps_messages`; CUDA's determinism alerts (``cuda_alerts.yaml``) from torch's
+CUDA wheel: :mod:`~codegen.scan.cuda_alerts`.
 """
 
 from __future__ import annotations

@@ -51,7 +51,8 @@ def test_bad_sparse_data_is_reported_with_file_line_and_entry(tmp_path: Path, te
 
 def test_committed_file_loads_as_scanned() -> None:
     names = [r["name"] for r in kernels.sparse_records(DispatchKey.SparseMPS)]
-    assert load_sparse_kernels(ROOT / "catalog" / "scanned" / "sparse_mps.yaml", "2.13.0", _known(*names)) == tuple(names)
+    assert load_sparse_kernels(ROOT / "catalog" / "scanned" / "sparse_mps.yaml", "2.13.0",
+                               _known(*names)) == tuple(names)
 
 
 def test_cudas_sparse_compressed_kernels_are_scanned_without_the_cpu_only_ones() -> None:
