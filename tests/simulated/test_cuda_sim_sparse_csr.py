@@ -74,6 +74,19 @@ def test_csr_times_dense_and_elementwise_ops_compute_what_the_cpu_computes(gpu):
     torch.testing.assert_close(on_gpu.to_dense().cpu(), matrix(), rtol=0, atol=0)  # its source unchanged
 
 
+def test_gradients_through_csr_products_are_the_cpus(gpu):
+    # the backward passes make CSR tensors sharing their arguments' parts (sparse_mask), freed while theirs live on
+    def grads(device: str) -> tuple[torch.Tensor, ...]:
+        generator = torch.Generator().manual_seed(3)
+        weight, mat1, mat2 = (torch.randn(shape, generator=generator).to(device).requires_grad_()
+                              for shape in ((6, 3), (4, 5), (5, 6)))
+        csr = matrix().to(device).to_sparse_csr()
+        ((csr @ weight).pow(2).sum() + torch.sparse.sampled_addmm(csr, mat1, mat2).to_dense().sum()).backward()
+        return tuple(t.grad.cpu() for t in (weight, mat1, mat2))
+
+    torch.testing.assert_close(grads("cuda"), grads("cpu"))
+
+
 def test_csc_and_bsr_tensors_of_the_gpu_hold_the_cpus_values(gpu):
     square = torch.arange(16.0).reshape(4, 4) * (torch.arange(16).reshape(4, 4) % 3 == 0)
     csc, bsr = square.cuda().to_sparse_csc(), square.cuda().to_sparse_bsr((2, 2))

@@ -12,8 +12,7 @@ computes on host tensors over the device tensors' memory (:mod:`torchdevice.devi
 (``SparsePrivateUse1``, a Mac's ``SparseMPS``) run the kernels MPS has a sparse kernel of, as the CPU computes
 them, and raise the dispatcher's error for the others; a GPU's sparse compressed tensors (CSR, CSC, BSR, BSC:
 ``SparseCsrPrivateUse1``, ``SparseCsrCUDA``) likewise run the overloads CUDA has a kernel of. A few kernels are the
-device's
-rather than an op's: allocation, copies, resizing and the views that torch's own code makes for any device
+device's rather than an op's: allocation, copies, resizing and the views that torch's own code makes for any device
 (``as_strided``, ``view``...: the CPU's kernels, which share the device tensor's storage).
 
 The fallback engine registers its kernels on the same key for the overloads it completes, as it does on a Mac
@@ -169,8 +168,9 @@ class SimulatedKernels:
     @classmethod
     def nvidia(cls, profile: Profile) -> SimulatedKernels:
         """An NVIDIA GPU (``profile``) with the torch this package was built for: the overloads CUDA has no kernel
-        for missing, CUDA's determinism alerts; every dtype, and the CPU's sparse kernels. Nothing for the fallback
-        engine to complete: what a GPU refuses, the program gets."""
+        for missing, CUDA's determinism alerts; every dtype, the CPU's sparse COO kernels, and its sparse compressed
+        ones where CUDA has them (``SparseCsrCUDA``). Nothing for the fallback engine to complete: what a GPU
+        refuses, the program gets."""
         from torchdevice_generated.cuda_kernels_table import MISSING_ON_CUDA, SPARSE_CSR_ON_CUDA
 
         return cls(missing_overloads=MISSING_ON_CUDA, sparse=None, compressed=SPARSE_CSR_ON_CUDA,
@@ -533,13 +533,26 @@ class _Aliased(Way):
 
     def to_device(self, x: torch.Tensor) -> torch.Tensor:
         if x.layout == torch.sparse_coo or (x.layout != torch.strided and active().type == "cuda"):
-            return _sparse_of(x, self.placed)
+            return _sparse_of(x, self.part)
         if x.layout != torch.strided:
             device = "the simulated Mac (a Mac runs some of their ops)" if active().type == "mps" else \
                 "a simulated GPU"
             raise NotImplementedError(f"torchdevice: {x.layout} tensors are not simulated on {device}; run this "
                                       "program on the cpu target")
         return device_tensor(x.resolve_conj().resolve_neg())
+
+
+    def part(self, x: torch.Tensor) -> torch.Tensor:
+        """A sparse result's part on the device: where it is the memory of a device argument (a kernel handing out
+        its arguments' parts: ``sparse_mask``, a CSR tensor as COO), a view of that argument, which keeps the memory
+        alive; else as any result (:meth:`placed`)."""
+        if id(x) not in self.own and x.untyped_storage().data_ptr():
+            for host in self.hosts.values():
+                device = self.own.get(id(host))
+                if device is not None and host.layout == torch.strided and host.dtype == x.dtype \
+                        and host.untyped_storage().data_ptr() == x.untyped_storage().data_ptr():
+                    return device.as_strided(x.shape, x.stride(), x.storage_offset())
+        return self.placed(x)
 
 
 def _is_device(t: torch.Tensor) -> bool:
