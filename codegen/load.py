@@ -62,7 +62,9 @@ CUDA_ALERTS = "cuda_alerts"
 """The scanned file of CUDA's determinism alerts (from torch's CUDA wheel): the calls cuda_kernels.yaml curates."""
 SPARSE_MPS = "sparse_mps"
 """The scanned file of the overloads MPS has a sparse COO kernel of: facts about aten overloads, not entries."""
-FACTS = (AUTOCAST, SPARSE_MPS)
+SPARSE_CSR_CUDA = "sparse_csr_cuda"
+"""The scanned file of the overloads CUDA has a sparse compressed kernel of (``SparseCsrCUDA``)."""
+FACTS = (AUTOCAST, SPARSE_MPS, SPARSE_CSR_CUDA)
 
 
 def load(catalog_dir: Path = CATALOG_DIR) -> Catalog:
@@ -88,7 +90,8 @@ def load(catalog_dir: Path = CATALOG_DIR) -> Catalog:
     path = catalog_dir / "overlays" / "standins.yaml"
     standins = load_standins(path) if path.exists() else ()
     autocast = load_autocast(catalog_dir / "scanned" / f"{AUTOCAST}.yaml", version, known)
-    sparse_mps = load_sparse_mps(catalog_dir / "scanned" / f"{SPARSE_MPS}.yaml", version, known)
+    sparse_mps = load_sparse_kernels(catalog_dir / "scanned" / f"{SPARSE_MPS}.yaml", version, known)
+    sparse_csr_cuda = load_sparse_kernels(catalog_dir / "scanned" / f"{SPARSE_CSR_CUDA}.yaml", version, known)
     path = catalog_dir / "overlays" / "packages.yaml"
     packages = load_packages(path, known) if path.exists() else ()
     path = catalog_dir / "overlays" / "limits.yaml"
@@ -100,7 +103,8 @@ def load(catalog_dir: Path = CATALOG_DIR) -> Catalog:
     entries = [dataclasses.replace(e, status=status.get(e.name, e.status), **attached.get(e.name, {}))
                for e in entries]
     return Catalog(torch_version=version, entries=tuple(entries), device_patterns=patterns, mlx=mlx, rewrite=rules,
-                   standins=standins, autocast=autocast, sparse_mps=sparse_mps, packages=packages, limits=limits,
+                   standins=standins, autocast=autocast, sparse_mps=sparse_mps,
+                   sparse_csr_cuda=sparse_csr_cuda, packages=packages, limits=limits,
                    alerts=alerts)
 
 
@@ -242,9 +246,9 @@ def _scanned_list(path: Path, version: str, field: str, expected: str) -> list[y
     return list(node.value)
 
 
-def load_sparse_mps(path: Path, version: str, known: dict[str, Entry]) -> tuple[str, ...]:
-    """The overloads MPS has a sparse COO kernel of, as ``torch.ops.aten`` names them: ``{name: add.Tensor}``, one
-    per aten overload of the scanned catalog."""
+def load_sparse_kernels(path: Path, version: str, known: dict[str, Entry]) -> tuple[str, ...]:
+    """The overloads a backend has a sparse kernel of (``sparse_mps.yaml``, ``sparse_csr_cuda.yaml``), as
+    ``torch.ops.aten`` names them: ``{name: add.Tensor}``, one per aten overload of the scanned catalog."""
     names: dict[str, int] = {}
     for item in _facts(path, version):
         named = {k.value: v.value for k, v in item.value} if isinstance(item, yaml.MappingNode) else {}

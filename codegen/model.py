@@ -167,6 +167,8 @@ class Catalog:
     sparse_mps: tuple[str, ...] = ()
     """The overloads MPS has a sparse COO kernel of (``catalog/scanned/sparse_mps.yaml``), as ``torch.ops.aten``
     names them (``add.Tensor``, ``abs.default``)."""
+    sparse_csr_cuda: tuple[str, ...] = ()
+    """The overloads CUDA has a sparse compressed kernel of (``catalog/scanned/sparse_csr_cuda.yaml``), named so."""
     packages: tuple[tuple[str, PackageRule], ...] = ()
     """CUDA-only packages by module name, in file order."""
     limits: tuple[LimitRecord, ...] = ()

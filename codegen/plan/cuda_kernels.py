@@ -3,6 +3,8 @@
 - **missing on CUDA**: overloads whose entry (``torch.ops.aten.<op>.<overload>``) has no CUDA kernel while the CPU
   has one, its own or a CompositeExplicitAutograd one (``kernels.cuda == "missing"``, ``kernels.cpu`` ``native``
   or ``composite``): a GPU refuses them, the CPU runs them;
+- **sparse compressed on CUDA**: overloads CUDA has a ``SparseCsrCUDA`` kernel of (``catalog/scanned/
+  sparse_csr_cuda.yaml``): a GPU's sparse CSR/CSC/BSR/BSC tensors run them, and no other;
 - **alerts**: one :class:`~torchdevice.records.determinism.AlertRow` per record of
   ``catalog/overlays/cuda_kernels.yaml``, overloads by their dispatcher names, the condition in normal form.
 """
@@ -23,6 +25,8 @@ class CudaKernels:
     missing_on_cuda: tuple[str, ...] = ()
     """Dispatcher names, sorted."""
     alerts: tuple[AlertRow, ...] = ()
+    sparse_csr: tuple[str, ...] = ()
+    """Dispatcher names, sorted."""
 
     @classmethod
     def of(cls, catalog: Catalog) -> CudaKernels:
@@ -33,4 +37,5 @@ class CudaKernels:
             AlertRow(name=r.name, overloads=tuple(dispatcher_name(aten_entry(o)) for o in r.rule.overloads),
                      alert=r.rule.alert, when=r.rule.clauses(), source=r.rule.source, note=r.rule.note)
             for r in catalog.alerts)
-        return cls(tuple(missing), alerts)
+        sparse = sorted(dispatcher_name(aten_entry(name)) for name in catalog.sparse_csr_cuda)
+        return cls(tuple(missing), alerts, tuple(sparse))

@@ -13,8 +13,9 @@ A Python-level entry reaching several ops aggregates over their overloads, ``out
 excluded: ``missing`` if any is missing for the backend, else the first of ``native``,
 ``composite``, ``implicit`` present; ``none`` when no overload of its ops is in the file.
 
-:func:`sparse_mps_records` lists the overloads MPS has a sparse COO kernel of (dispatch key ``SparseMPS``):
-facts about aten overloads (``sparse_mps.yaml``), not entries.
+:func:`sparse_records` lists the overloads a backend has a sparse kernel of (``SparseMPS``: MPS's sparse COO
+kernels, ``sparse_mps.yaml``; ``SparseCsrCUDA``: CUDA's sparse compressed ones, ``sparse_csr_cuda.yaml``): facts
+about aten overloads, not entries.
 """
 
 from __future__ import annotations
@@ -75,10 +76,10 @@ def _status(f: NativeFunction, index: BackendIndex, by_name: dict) -> str:
     return "missing"
 
 
-def sparse_mps_records() -> list[dict[str, str]]:
-    """One record per overload with a ``SparseMPS`` kernel, as ``torch.ops.aten`` names it, sorted by name."""
+def sparse_records(key: DispatchKey) -> list[dict[str, str]]:
+    """One record per overload with a kernel for ``key``, as ``torch.ops.aten`` names it, sorted by name."""
     parsed = _parsed()
-    index = parsed.backend_indices[DispatchKey.SparseMPS]
+    index = parsed.backend_indices[key]
     found = {f"{f.func.name.name}.{f.func.name.overload_name or 'default'}" for f in parsed.native_functions
              if index.has_kernel(f)}
     return [{"name": name} for name in sorted(found)]

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from torchgen.model import DispatchKey
 
-from codegen.load import load_sparse_mps
+from codegen.load import load_sparse_kernels
 from codegen.model import Entry, Kernels
 from codegen.scan import kernels
 from codegen.schema import CatalogError
@@ -18,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_scanned_overloads_are_sparse_mps_dispatch_entries_with_a_cpu_sparse_kernel() -> None:
-    names = [r["name"] for r in kernels.sparse_mps_records()]
+    names = [r["name"] for r in kernels.sparse_records(DispatchKey.SparseMPS)]
     assert {"add.Tensor", "mm.default", "_to_dense.default", "_coalesce.default", "sum.default"} <= set(names)
     assert "exp.default" not in names and "_to_sparse_csr.default" not in names  # SparseCPU only; dense only
     assert all(torch._C._dispatch_has_kernel_for_dispatch_key(dispatcher_name(aten_entry(n)), "SparseCPU")
@@ -44,10 +45,19 @@ def test_bad_sparse_data_is_reported_with_file_line_and_entry(tmp_path: Path, te
     path = tmp_path / "sparse_mps.yaml"
     path.write_text(text)
     with pytest.raises(CatalogError) as info:
-        load_sparse_mps(path, "2.13.0", _known("mm.default", "add.Tensor"))
+        load_sparse_kernels(path, "2.13.0", _known("mm.default", "add.Tensor"))
     assert where in str(info.value) and says in str(info.value), str(info.value)
 
 
 def test_committed_file_loads_as_scanned() -> None:
-    names = [r["name"] for r in kernels.sparse_mps_records()]
-    assert load_sparse_mps(ROOT / "catalog" / "scanned" / "sparse_mps.yaml", "2.13.0", _known(*names)) == tuple(names)
+    names = [r["name"] for r in kernels.sparse_records(DispatchKey.SparseMPS)]
+    assert load_sparse_kernels(ROOT / "catalog" / "scanned" / "sparse_mps.yaml", "2.13.0",
+                               _known(*names)) == tuple(names)
+
+
+def test_cudas_sparse_compressed_kernels_are_scanned_without_the_cpu_only_ones() -> None:
+    names = [r["name"] for r in kernels.sparse_records(DispatchKey.SparseCsrCUDA)]
+    assert {"sparse_sampled_addmm.default", "crow_indices.default", "_to_dense.default", "addmm.default"} <= set(names)
+    assert "_sparse_mm_reduce_impl.default" not in names  # SparseCsrCPU only
+    assert load_sparse_kernels(ROOT / "catalog" / "scanned" / "sparse_csr_cuda.yaml", "2.13.0",
+                               _known(*names)) == tuple(names)

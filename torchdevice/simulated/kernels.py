@@ -10,8 +10,9 @@ computes on host tensors over the device tensors' memory (:mod:`torchdevice.devi
 :class:`_Aliased`) and returns device tensors, so results, in-place writes,
 ``out=`` arguments and views are exactly what the same call makes on the CPU. Sparse COO tensors of the device
 (``SparsePrivateUse1``, a Mac's ``SparseMPS``) run the kernels MPS has a sparse kernel of, as the CPU computes
-them, and raise the dispatcher's error for the others. A few kernels are the device's
-rather than an op's: allocation, copies, resizing and the views that torch's own code makes for any device
+them, and raise the dispatcher's error for the others; a GPU's sparse compressed tensors (CSR, CSC, BSR, BSC:
+``SparseCsrPrivateUse1``, ``SparseCsrCUDA``) likewise run the overloads CUDA has a kernel of. A few kernels are the
+device's rather than an op's: allocation, copies, resizing and the views that torch's own code makes for any device
 (``as_strided``, ``view``...: the CPU's kernels, which share the device tensor's storage).
 
 The fallback engine registers its kernels on the same key for the overloads it completes, as it does on a Mac
@@ -52,7 +53,7 @@ from torchdevice.device.target import Target
 from torchdevice.simulated import cuda_only
 from torchdevice.simulated import device as simulated_device
 from torchdevice.simulated import profile as profile_module
-from torchdevice.simulated.device import CPU, GENERATORS, allocate, current, device_tensor, host_alias, host_bytes
+from torchdevice.simulated.device import GENERATORS, allocate, current, device_tensor, host_alias, host_bytes
 from torchdevice.simulated.profile import MAC, Profile, active
 
 _GENERIC = {limit.name: limit.row for limit in limits.generic()}
@@ -67,6 +68,8 @@ MISSING = (
 """What the dispatcher raises for an op the backend has no kernel for."""
 SPARSE_MISSING = MISSING.replace("{backend}", "SparseMPS")
 """... for a sparse tensor's op that MPS has no sparse kernel for."""
+COMPRESSED_MISSING = MISSING.replace("{backend}", "SparseCsrCUDA")
+"""... for a sparse compressed tensor's op that CUDA has no kernel for."""
 NAME = "simulated-mps"
 """The name of a chosen table's verdicts in the capability cache (Apple silicon's: ``mps-sim``)."""
 EVERY_OP = "*"
@@ -85,6 +88,11 @@ _SPARSE_PARTS = (_aten._sparse_coo_tensor_with_dims.default, _aten._sparse_coo_t
                  _aten.copy_sparse_to_sparse_.default)
 """Kernels that make a sparse tensor of its parts, or hand them out, and compute nothing: the CPU's run on the
 device's sparse tensors, whose parts are device tensors."""
+_COMPRESSED_PARTS = (_aten.crow_indices.default, _aten.col_indices.default, _aten.ccol_indices.default,
+                     _aten.row_indices.default, _aten.values.default, _aten._nnz.default, _aten.sparse_dim.default,
+                     _aten.dense_dim.default, _aten.empty.memory_format, _aten.resize_as_sparse_.default,
+                     _aten.copy_.default, _aten.clone.default)
+"""The same for sparse compressed tensors: their parts, new tensors of new or cloned device parts, parts copied."""
 _OVERRIDABLE = {"convolution_overrideable": _aten.convolution.default,
                 "convolution_backward_overrideable": _aten.convolution_backward.default}
 """Ops torch's composite code calls for a device it has no branch for (where a Mac runs MPS's own convolution):
@@ -110,14 +118,16 @@ class SimulatedKernels:
     """What the simulated device refuses: ``missing`` op names (any overload) or ``missing_overloads`` (aten
     overload names); float64 in ``no_float64`` ops (``EVERY_OP``: all, as MPS); the limits of the ``limited``
     overloads (dispatcher names) on macOS ``macos`` (default: :func:`torchdevice.device.limits.macos`); the ops of
-    sparse COO tensors but the ``sparse`` overloads (those MPS has a sparse kernel of). ``table_missing``/
+    sparse COO tensors but the ``sparse`` overloads (those MPS has a sparse kernel of); the ``compressed`` overloads
+    of sparse compressed tensors (a GPU's; None: a Mac's, which holds none). ``table_missing``/
     ``try_first`` become the target's kernel table. ``with SimulatedKernels(...) as target:`` registers the kernels for
     a block."""
 
     def __init__(self, *, missing: Iterable[str] = (), no_float64: Iterable[str] = (),
                  table_missing: Iterable[str] = (), try_first: Iterable[str] = (),
                  missing_overloads: Iterable[str] = (), composed: Iterable[str] = (), limited: Iterable[str] = (),
-                 macos: tuple[int, int] | None = None, sparse: Iterable[str] | None = (), name: str = NAME,
+                 macos: tuple[int, int] | None = None, sparse: Iterable[str] | None = (),
+                 compressed: Iterable[str] | None = None, name: str = NAME,
                  keep_raised: bool = True, in_cpp: bool = False, profile: Profile = MAC,
                  alerts: bool = False) -> None:
         self.profile = profile
@@ -126,6 +136,8 @@ class SimulatedKernels:
         self.missing = frozenset(missing)
         self.sparse = None if sparse is None else frozenset(sparse)
         """The overloads with a sparse COO kernel; None: every one the CPU has (a GPU's)."""
+        self.compressed = None if compressed is None else frozenset(compressed)
+        """The overloads with a sparse compressed kernel; None: no sparse compressed tensors on the device."""
         self.missing_overloads = frozenset(missing_overloads)
         self.composed = frozenset(composed)
         self.limited = tuple(limited)
@@ -156,11 +168,12 @@ class SimulatedKernels:
     @classmethod
     def nvidia(cls, profile: Profile) -> SimulatedKernels:
         """An NVIDIA GPU (``profile``) with the torch this package was built for: the overloads CUDA has no kernel
-        for missing, CUDA's determinism alerts; every dtype, and the CPU's sparse kernels. Nothing for the fallback
-        engine to complete: what a GPU refuses, the program gets."""
-        from torchdevice_generated.cuda_kernels_table import MISSING_ON_CUDA
+        for missing, CUDA's determinism alerts; every dtype, the CPU's sparse COO kernels, and its sparse compressed
+        ones where CUDA has them (``SparseCsrCUDA``). Nothing for the fallback engine to complete: what a GPU
+        refuses, the program gets."""
+        from torchdevice_generated.cuda_kernels_table import MISSING_ON_CUDA, SPARSE_CSR_ON_CUDA
 
-        return cls(missing_overloads=MISSING_ON_CUDA, sparse=None,
+        return cls(missing_overloads=MISSING_ON_CUDA, sparse=None, compressed=SPARSE_CSR_ON_CUDA,
                    limited=determinism.alerting(), name=profile.target, keep_raised=False, in_cpp=True,
                    profile=profile, alerts=True)
 
@@ -233,6 +246,12 @@ class SimulatedKernels:
         for op in self._sparse():
             impl(op, _cpu_kernel(op, "SparseCPU") if op in _SPARSE_PARTS else self._sparse_kernel_of(op),
                  "SparsePrivateUse1")
+        if self.compressed is not None:
+            library.fallback(_no_compressed_kernel, "SparseCsrPrivateUse1", with_keyset=True)
+            kernels[("", "SparseCsrPrivateUse1")] = _no_compressed_kernel
+            for op in (op for op in map(overload, sorted(self.compressed)) if op is not None):
+                impl(op, _cpu_kernel(op, "SparseCsrCPU") if op in _COMPRESSED_PARTS else self._sparse_kernel_of(op),
+                     "SparseCsrPrivateUse1")
         own: dict[torch._ops.OpOverload, Kernel] = {
             _aten.set_.default: _set_empty, _aten._copy_from.default: _copy_from,
             _aten._copy_from_and_resize.default: _copy_from_and_resize}
@@ -422,12 +441,17 @@ def _no_sparse_kernel(keyset: Any, op: torch._ops.OpOverload, *args: Any, **kwar
     raise NotImplementedError(SPARSE_MISSING.format(op=op._name))
 
 
+def _no_compressed_kernel(keyset: Any, op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
+    """An op of sparse compressed tensors that CUDA has no kernel of, and no composite kernel serves."""
+    raise NotImplementedError(COMPRESSED_MISSING.format(op=op._name))
+
+
 def on_host(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``op`` computed on host tensors over the device tensors' memory, as MPS's kernel of it would
     (:func:`~torchdevice.device.host_call.call`, the way :class:`_Aliased`): arguments it writes written in place
     (``out=`` ones resized as the CPU's kernel resizes them), its new tensors device tensors, the arguments it returns
-    the caller's own. A sparse COO tensor of the device is computed as the host's sparse tensor of its parts' host
-    aliases; one the op writes takes the parts the host one ends with."""
+    the caller's own. A sparse tensor of the device (COO or compressed) is computed as the host's sparse tensor of
+    its parts' host aliases; one the op writes takes the parts the host one ends with."""
     if op._opname not in HOST_ARGUMENTS:
         _check_placement(tensors((args, kwargs)))
     args = OpSchema.of(op).boxed(args)
@@ -450,11 +474,10 @@ class _Aliased(Way):
     def tensor(self, x: torch.Tensor) -> torch.Tensor:
         if not _is_device(x):
             return x
-        if not x.is_sparse:
+        if x.layout == torch.strided:
             alias = _alias(x)
         else:
-            indices, values = self.to_host(x._indices()), self.to_host(x._values())  # kept by the call
-            alias = _sparse_coo(indices, values, x, CPU)
+            alias = _sparse_of(x, self.to_host)  # its parts kept by the call
             self.copies.append((x, alias))  # written: it takes the host tensor's parts
         self.own[id(alias)] = x
         return alias
@@ -462,10 +485,14 @@ class _Aliased(Way):
     def output(self, x: Any) -> Any:
         """A host tensor of an ``out=`` argument's geometry: the CPU's kernel reads it (some size their result from
         it), resizes it as it resizes outputs (with torch's warning where it had elements) and writes it, then the
-        result goes into the device tensor (:meth:`write`); a sparse one's host tensor, whose parts it takes after."""
+        result goes into the device tensor (:meth:`write`); a sparse one's host tensor, whose parts it takes after
+        (a compressed one's host parts are copies, which the kernel resizes)."""
         if not isinstance(x, torch.Tensor) or not _is_device(x) or x.is_sparse:
             return self.to_host(x)
-        fresh = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype)
+        if x.layout != torch.strided:
+            fresh = _sparse_of(x, lambda part: _alias(part).clone())
+        else:
+            fresh = torch.empty_strided(x.shape, x.stride(), dtype=x.dtype)
         self.copies.append((x, fresh))
         self.own[id(fresh)] = x
         self.outs.add(id(fresh))
@@ -494,6 +521,10 @@ class _Aliased(Way):
         if original.is_sparse:
             _COPY_SPARSE.call_boxed(_SPARSE_KEYS, original, host)
             return
+        if original.layout != torch.strided:
+            _RESIZE_COMPRESSED.call_boxed(_COMPRESSED_KEYS, original, host)
+            _COPY_COMPRESSED.call_boxed(_COMPRESSED_KEYS, original, host)
+            return
         if id(host) in self.outs and original.shape != host.shape and any(_same(original, t)
                                                                           for t in tensors(self.args)):
             raise RuntimeError(f"output with shape {list(original.shape)} doesn't match the broadcast shape "
@@ -501,15 +532,27 @@ class _Aliased(Way):
         _copy_resized(original, host)
 
     def to_device(self, x: torch.Tensor) -> torch.Tensor:
-        if x.layout == torch.sparse_coo:
-            indices = self.placed(x._indices())
-            return _sparse_coo(indices, self.placed(x._values()), x, cpp_device(indices))
+        if x.layout == torch.sparse_coo or (x.layout != torch.strided and active().type == "cuda"):
+            return _sparse_of(x, self.part)
         if x.layout != torch.strided:
             device = "the simulated Mac (a Mac runs some of their ops)" if active().type == "mps" else \
                 "a simulated GPU"
             raise NotImplementedError(f"torchdevice: {x.layout} tensors are not simulated on {device}; run this "
                                       "program on the cpu target")
         return device_tensor(x.resolve_conj().resolve_neg())
+
+
+    def part(self, x: torch.Tensor) -> torch.Tensor:
+        """A sparse result's part on the device: where it is the memory of a device argument (a kernel handing out
+        its arguments' parts: ``sparse_mask``, a CSR tensor as COO), a view of that argument, which keeps the memory
+        alive; else as any result (:meth:`placed`)."""
+        if id(x) not in self.own and x.untyped_storage().data_ptr():
+            for host in self.hosts.values():
+                device = self.own.get(id(host))
+                if device is not None and host.layout == torch.strided and host.dtype == x.dtype \
+                        and host.untyped_storage().data_ptr() == x.untyped_storage().data_ptr():
+                    return device.as_strided(x.shape, x.stride(), x.storage_offset())
+        return self.placed(x)
 
 
 def _is_device(t: torch.Tensor) -> bool:
@@ -582,15 +625,26 @@ def _give_generator(schema: OpSchema, args: list[Any], kwargs: dict[str, Any]) -
         kwargs["generator"] = GENERATORS[current()]
 
 
-def _sparse_coo(indices: torch.Tensor, values: torch.Tensor, like: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """The sparse COO tensor on ``device`` made of ``indices`` and ``values`` (on it), with ``like``'s sizes."""
-    return _aten._sparse_coo_tensor_with_dims_and_tensors(
-        like.sparse_dim(), like.dense_dim(), like.shape, indices, values, dtype=like.dtype, layout=torch.sparse_coo,
-        device=device, is_coalesced=like.is_coalesced())
+def _sparse_of(x: torch.Tensor, place: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+    """Sparse tensor ``x`` (COO or compressed) made anew of its parts placed by ``place`` (on the host, on the
+    device), on their device."""
+    if x.layout == torch.sparse_coo:
+        indices = place(x._indices())
+        return _aten._sparse_coo_tensor_with_dims_and_tensors(
+            x.sparse_dim(), x.dense_dim(), x.shape, indices, place(x._values()), dtype=x.dtype,
+            layout=torch.sparse_coo, device=cpp_device(indices), is_coalesced=x.is_coalesced())
+    rows = x.layout in (torch.sparse_csr, torch.sparse_bsr)
+    compressed = place(x.crow_indices() if rows else x.ccol_indices())
+    plain = place(x.col_indices() if rows else x.row_indices())
+    return _aten._sparse_compressed_tensor_unsafe(compressed, plain, place(x.values()), x.shape, dtype=x.dtype,
+                                                  layout=x.layout, device=cpp_device(compressed))
 
 
 _COPY_SPARSE = torch.library.get_kernel(_aten.copy_sparse_to_sparse_.default, "SparseCPU")
 _SPARSE_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.SparsePrivateUse1)
+_RESIZE_COMPRESSED = torch.library.get_kernel(_aten.resize_as_sparse_.default, "SparseCsrCPU")
+_COPY_COMPRESSED = torch.library.get_kernel(_aten.copy_.default, "SparseCsrCPU")
+_COMPRESSED_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.SparseCsrPrivateUse1)
 
 
 class _OnHost(torch.autograd.Function):
