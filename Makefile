@@ -8,7 +8,7 @@ JOBS   ?= auto
 # package itself declares the range it supports (pyproject.toml).
 PIP_INSTALL := $(PY) -m pip install -q -c constraints.txt
 
-.PHONY: venv browser demo test test-fast test-consistency external-suites catalog mps-messages cuda-alerts generate check-generated status bench lint wheel clean
+.PHONY: venv venv-torch test-torch browser demo test test-fast test-consistency external-suites catalog mps-messages cuda-alerts generate check-generated status bench lint wheel clean
 
 $(STAMP): pyproject.toml constraints.txt torchdevice.pth
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,29 @@ $(STAMP): pyproject.toml constraints.txt torchdevice.pth
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+# Another torch release's environment, .venv-torch/RELEASE-BUILD: that release from PyPI (--isolated and
+# PIP_CONFIG_FILE=/dev/null leave this machine's pip configuration out), then the package with its extras beside it,
+# under a constraint that keeps that torch. PyPI's Linux wheels are CUDA builds (BUILD=cuda); BUILD=cpu takes
+# PyTorch's own index of CPU builds.
+TORCH ?= 2.15.0
+BUILD ?= cuda
+TORCH_VENV := .venv-torch/$(TORCH)-$(BUILD)
+TORCH_PY := $(TORCH_VENV)/bin/python
+TORCH_PIP := PIP_CONFIG_FILE=/dev/null $(TORCH_PY) -m pip install -q --isolated -c $(TORCH_VENV)/constraints.txt
+TORCH_INDEX_cuda :=
+TORCH_INDEX_cpu := --index-url https://download.pytorch.org/whl/cpu --extra-index-url https://pypi.org/simple
+
+$(TORCH_VENV)/.installed: pyproject.toml torchdevice.pth
+	@case "$(BUILD)" in cpu|cuda) ;; *) echo "BUILD=$(BUILD): cpu or cuda" >&2; exit 2;; esac
+	test -x $(TORCH_PY) || $(PYTHON) -m venv $(TORCH_VENV)
+	echo 'torch==$(TORCH)' > $(TORCH_VENV)/constraints.txt
+	$(TORCH_PIP) --upgrade pip
+	$(TORCH_PIP) $(TORCH_INDEX_$(BUILD)) torch numpy
+	$(TORCH_PIP) -e '.[mlx,dev]'
+	touch $@
+
+venv-torch: $(TORCH_VENV)/.installed
 
 # The headless browser the report page's tests open it in (tests/report/test_report_page.py): nothing when one is
 # here, else Chromium from the system's packages where apt-get runs as root (CI); elsewhere those tests skip.

@@ -12,11 +12,27 @@ from __future__ import annotations
 import importlib.abc
 import importlib.machinery
 import sys
+import types
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+import torch
+
 _ABSENT = object()
+
+
+class TensorAttribute(property):
+    """A property put in place of one of ``torch._C.TensorBase``'s attributes (``Tensor.device``, ``.grad``): it names
+    itself and its class as the C attribute does (``__name__``, ``__objclass__``), which torch's own code reads of
+    every attribute it lists (torch 2.10's Dynamo, at import: ``is_tensor_base_attr_getter``)."""
+
+    __objclass__ = torch._C.TensorBase
+
+    def __init__(self, name: str, fget: Callable[[Any], Any], fset: Callable[[Any, Any], None] | None = None,
+                 fdel: Callable[[Any], None] | None = None) -> None:
+        super().__init__(fget, fset, fdel, doc=getattr(vars(torch._C.TensorBase).get(name), "__doc__", None))
+        self.__name__ = name
 
 
 class Patcher:
@@ -33,6 +49,7 @@ class Patcher:
         self._undo.append(lambda: delattr(owner, name) if before is _ABSENT else setattr(owner, name, before))
         if before is not _ABSENT:
             self.replaced.append((owner, name, before))
+        _keep_wrapped(getattr(owner, name, None), value)
         setattr(owner, name, value)
 
     def defer(self, undo: Callable[[], None]) -> None:
@@ -80,3 +97,10 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
         spec.loader.exec_module = exec_then  # type: ignore[method-assign]  # this spec's own loader
         return spec
+
+
+def _keep_wrapped(original: Any, value: Any) -> None:
+    """A plain function put in place of a decorated one keeps its ``__wrapped__``, which torch's own code reads of the
+    functions it lists (Dynamo, at import: ``torch.backends.mps.is_available.__wrapped__`` in torch 2.14)."""
+    if isinstance(value, types.FunctionType) and hasattr(original, "__wrapped__") and "__wrapped__" not in vars(value):
+        value.__wrapped__ = original.__wrapped__

@@ -36,13 +36,15 @@ def counted(output: torch.Tensor, input: torch.Tensor, world: int, gathering: bo
 
 
 def patch(patcher: Patcher) -> None:
-    """``all_gather_single`` (where the deprecated ``all_gather_into_tensor`` and ``_all_gather_base`` find it)."""
+    """``all_gather_single`` (where the deprecated ``all_gather_into_tensor`` and ``_all_gather_base`` find it); before
+    torch 2.13, which has no ``all_gather_single``, ``all_gather_into_tensor`` (where ``_all_gather_base`` finds it)."""
     import torch.distributed as dist
     import torch.distributed.distributed_c10d as c10d
 
-    wrapped = _all_gather_single(c10d.all_gather_single)
-    patcher.set(c10d, "all_gather_single", wrapped)
-    patcher.set(dist, "all_gather_single", wrapped)
+    name = "all_gather_single" if hasattr(c10d, "all_gather_single") else "all_gather_into_tensor"
+    wrapped = _all_gather_single(getattr(c10d, name))
+    patcher.set(c10d, name, wrapped)
+    patcher.set(dist, name, wrapped)
 
 
 def _all_gather_single(original: Callable[..., Any]) -> Callable[..., Any]:

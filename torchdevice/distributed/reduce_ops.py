@@ -139,13 +139,14 @@ def reduction(op: Any, dtype: torch.dtype, size: int, collective: str) -> Reduct
 
 def patch(patcher: Patcher) -> None:
     """Put the NCCL reductions in ``torch.distributed`` (and ``distributed_c10d``, where the deprecated
-    forms find ``reduce_scatter_single``)."""
+    forms find ``reduce_scatter_single``; before torch 2.13, which has none, ``reduce_scatter_tensor``, where
+    ``_reduce_scatter_base`` finds it)."""
     import torch.distributed as dist
     import torch.distributed.distributed_c10d as c10d
 
+    single = "reduce_scatter_single" if hasattr(c10d, "reduce_scatter_single") else "reduce_scatter_tensor"
     for name, make in (("all_reduce", _all_reduce), ("reduce", _reduce), ("reduce_scatter", _reduce_scatter),
-                       ("reduce_scatter_single", _reduce_scatter_single),
-                       ("all_reduce_coalesced", _all_reduce_coalesced)):
+                       (single, _reduce_scatter_single), ("all_reduce_coalesced", _all_reduce_coalesced)):
         wrapped = make(getattr(c10d, name))
         patcher.set(c10d, name, wrapped)
         patcher.set(dist, name, wrapped)

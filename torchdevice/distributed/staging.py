@@ -66,7 +66,7 @@ def register(device_type: str, dispatch_key: str) -> torch.library.Library:
         warnings.filterwarnings("ignore", "Warning only once for all operators")  # torch's own PrivateUse1 kernels
         warnings.filterwarnings("ignore", "Overriding a previously registered kernel")
         for op in collective_ops():
-            library.impl(op, staged(op, device_type), dispatch_key)
+            library.impl(op, staged(op, device_type), dispatch_key, allow_override=True)
     return library
 
 

@@ -135,13 +135,13 @@ class Engine:
                 if torch._C._dispatch_has_kernel_for_dispatch_key(name, "CompositeImplicitAutograd"):
                     if name in guards:  # its limits are met in its decomposition: guarded a key higher
                         library.impl(op, self.kernel(op, guards[name], f"Autograd{key}"), f"Autograd{key}",
-                                     with_keyset=True)
+                                     with_keyset=True, allow_override=True)
                     else:
                         log.debug("fallback: %s has no kernel of its own to complete; not registered", name)
                     continue
                 if name in self.target.missing and not torch._C._dispatch_has_kernel_for_dispatch_key(name, key):
                     self.cache.seed([name])
-                library.impl(op, self.kernel(op, guards.get(name, ())), key, with_keyset=True)
+                library.impl(op, self.kernel(op, guards.get(name, ())), key, with_keyset=True, allow_override=True)
         return library
 
     def kernel(self, op: torch._ops.OpOverload, guards: tuple[Limit, ...] = (),

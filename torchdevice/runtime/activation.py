@@ -271,7 +271,8 @@ def _activate(state: State, name: str) -> None:
     for e in cuda_table.EMULATION:
         owner = resolve_attribute(e.module, e.path)
         if e.policy == "unsupported":
-            patcher.set(owner, e.attr, unsupported(e.name, e.why, e.is_class, inst.device))
+            stand_in = unsupported(e.name, e.why, e.is_class, inst.device, getattr(owner, e.attr, None))
+            patcher.set(owner, e.attr, stand_in)
         elif e.policy == "emulate":
             patcher.set(owner, e.attr, emulation.build(e.does, e.value, e.name))
     from torchdevice import distributed, fallback, standins  # the features, whose activate() runs last

@@ -54,11 +54,11 @@ def activate(patcher: Patcher, on_target: Callable[[torch.Tensor], bool], key: s
             op = overload(name)
             if op is not None:
                 library.impl(op, kernel(op, policy, key, on_target, dtype_at, redispatch, message), key,
-                             with_keyset=True)
+                             with_keyset=True, allow_override=True)
         for name in torch._C._dispatch_get_registrations_for_dispatch_key(key):
             op = overload(name) if name.startswith("aten::") else None
             if op is not None and name.removeprefix("aten::") not in listed:
-                library.impl(op, untouched(op, key), key, with_keyset=True)
+                library.impl(op, untouched(op, key), key, with_keyset=True, allow_override=True)
 
 
 def untouched(op: torch._ops.OpOverload, key: str) -> Kernel:

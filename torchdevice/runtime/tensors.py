@@ -35,7 +35,7 @@ from torchdevice.device.aten import cpp_device
 from torchdevice.device.residence import MARK, PINNED, device_index, mark_of, on_device
 from torchdevice.device.target import Target
 from torchdevice.device.to_arguments import parse_to
-from torchdevice.patching import Patcher
+from torchdevice.patching import Patcher, TensorAttribute
 from torchdevice.runtime.emulation import Emulation
 from torchdevice.runtime.installation import Installation
 
@@ -298,7 +298,7 @@ def _get_device(original: Any) -> Any:
     return get_device
 
 
-def _residence_property(name: str, answer: bool, target: Target) -> property:
+def _residence_property(name: str, answer: bool, target: Target) -> TensorAttribute:
     """``is_cuda``/``is_cpu``: a device tensor's answer on a GPU for the program (:func:`on_device`); torch's own
     code gets the machine's (it would take CUDA-only paths)."""
     real = vars(torch._C.TensorBase)[name].__get__
@@ -309,7 +309,7 @@ def _residence_property(name: str, answer: bool, target: Target) -> property:
             return real(self)
         return answer
 
-    return property(get, doc=vars(torch._C.TensorBase)[name].__doc__)
+    return TensorAttribute(name, get)
 
 
 def _module_to(original: Any, r: Installation) -> Any:

@@ -38,15 +38,12 @@ def release() -> str:
 
 
 def check(target: str) -> None:
-    """Raise, naming both releases and ``target``, unless the installed torch is the release these internals were
-    read from and has each of them."""
-    if release() != RELEASE:
-        raise RuntimeError(f"torchdevice: the {target} target uses torch internals read from torch {RELEASE}, and "
-                           f"this is torch {torch.__version__}; install torch {RELEASE}.x (or use --target cpu)")
+    """Raise one line naming the installed release, what it lacks, ``target`` and a target that works there, unless
+    this torch has each private attribute the simulation calls (:data:`PRIVATE`)."""
     missing = [path for path in PRIVATE if not _has(path)]
     if missing:
-        raise RuntimeError(f"torchdevice: the {target} target needs torch internals that torch {torch.__version__} "
-                           f"lacks: {', '.join('torch.' + path for path in missing)}")
+        raise RuntimeError(f"torchdevice: torch {torch.__version__} lacks {', '.join('torch.' + p for p in missing)}, "
+                           f"which the {target} target needs; --target cpu runs there")
 
 
 def _has(path: str) -> bool:

@@ -240,7 +240,8 @@ class SimulatedKernels:
         library._ops = ops  # type: ignore[attr-defined]  # one lifetime for both
 
         def impl(op: torch._ops.OpOverload, kernel: Kernel, key: str = "PrivateUse1") -> None:
-            ops.impl(op, kernel, key, with_keyset=True)
+            # (allow_override: torch before 2.13 refuses a second Python registration of one overload and key)
+            ops.impl(op, kernel, key, with_keyset=True, allow_override=True)
             kernels[(op._name, key)] = kernel
 
         for op in self._sparse():

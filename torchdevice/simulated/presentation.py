@@ -44,7 +44,7 @@ from torchdevice.device.aten import cpp_device
 from torchdevice.device.host import system_memory
 from torchdevice.device.hosted import HostedTensor
 from torchdevice.device.placement import invalid_ordinal
-from torchdevice.patching import Patcher
+from torchdevice.patching import Patcher, TensorAttribute
 from torchdevice.simulated.device import (
     GENERATOR,
     MAX_DEVICES,
@@ -77,7 +77,7 @@ def activate(patcher: Patcher, profile: Profile, macos: tuple[int, int] | None =
         found = _STORAGE_DEVICE(self)
         return shown[found.index] if found.type == NAME and not torch_internal() else found
 
-    patcher.set(torch.Tensor, "device", property(device, doc=torch.Tensor.device.__doc__))
+    patcher.set(torch.Tensor, "device", TensorAttribute("device", device))
     patcher.set(torch.UntypedStorage, "device", property(storage_device))
     if profile.type == "mps":  # (``is_cuda``, for every target, is the runtime's)
         _as_a_mac(patcher, macos or (14, 0))
@@ -99,8 +99,8 @@ def activate(patcher: Patcher, profile: Profile, macos: tuple[int, int] | None =
     for owner, name in _NAMING:
         patcher.set(owner, name, _named_as_shown(getattr(owner, name), profile))
     grad = vars(torch._C.TensorBase)["grad"]
-    patcher.set(torch.Tensor, "grad", property(grad.__get__, _named_as_shown(grad.__set__, profile), grad.__delete__,
-                                               doc=grad.__doc__))
+    patcher.set(torch.Tensor, "grad", TensorAttribute("grad", grad.__get__, _named_as_shown(grad.__set__, profile),
+                                                      grad.__delete__))
     patcher.set(torch._TorchCompileInductorWrapper, "__call__",
                 _compiled_eagerly(torch._TorchCompileInductorWrapper.__call__))
     patcher.after_import("torch.nn.attention.flex_attention", lambda flex: patcher.set(
@@ -113,8 +113,8 @@ def activate(patcher: Patcher, profile: Profile, macos: tuple[int, int] | None =
 
 def _as_a_mac(patcher: Patcher, macos: tuple[int, int]) -> None:
     """``is_mps``, ``torch.backends.mps`` and ``torch.mps`` as on Apple silicon with macOS ``macos``."""
-    patcher.set(torch.Tensor, "is_mps", property(lambda self: cpp_device(self).type == NAME or _IS_MPS(self),
-                                                 doc=torch.Tensor.is_mps.__doc__))
+    patcher.set(torch.Tensor, "is_mps", TensorAttribute("is_mps", lambda self: cpp_device(self).type == NAME or
+                                                        _IS_MPS(self)))
     patcher.set(torch.backends.mps, "is_available", lambda: True)
     patcher.set(torch.backends.mps, "is_built", lambda: True)
     patcher.set(torch.backends.mps, "is_macos_or_newer", lambda major, minor: macos >= (major, minor))
