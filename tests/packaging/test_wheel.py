@@ -91,7 +91,7 @@ def test_wheel_holds_every_subpackage_and_data_file_and_no_dev_tool(wheel: Path)
     metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
     headers = Parser().parsestr(zipfile.ZipFile(wheel).read(metadata).decode())
     assert headers["Name"] == "torchdevice-toolkit"
-    assert any(r.replace(" ", "").startswith("torch<2.14,>=2.13") for r in headers.get_all("Requires-Dist"))
+    assert "torch>=2.10" in headers.get_all("Requires-Dist")  # any release from 2.10: the user's torch is kept
 
 
 @pytest.mark.processes

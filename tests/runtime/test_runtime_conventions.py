@@ -9,8 +9,6 @@ import textwrap
 import pytest
 import torch
 
-import torchdevice
-
 
 @pytest.mark.processes
 def test_logging_at_info_in_the_program_shows_nothing_of_ours(python, tmp_path):
@@ -65,19 +63,27 @@ def test_wrappers_carry_what_they_wrap(on_cpu):
 
 
 @pytest.mark.processes
-def test_a_torch_other_than_the_catalogs_release_is_warned_about_once(python):
-    probe = textwrap.dedent("""\
+@pytest.mark.parametrize(("version", "warned", "said"), [("2.99.0", False, "newer than the newest tested (2.15)"),
+                                                          ("2.9.1", True, "older than the oldest supported (2.10)")])
+def test_a_torch_other_than_the_catalogs_release_is_said_once_where_its_facts_come_from(python, version, warned,
+                                                                                          said):
+    """A newer release than the newest tested runs, said once at INFO; an older one than the oldest supported is
+    warned about once, at the caller's line."""
+    probe = textwrap.dedent(f"""\
         import warnings, torch, torchdevice
-        torch.__version__ = "2.99.0"
+        torch.__version__ = "{version}"
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             torchdevice.install("cpu")
             torchdevice.uninstall()
             torchdevice.install("cpu")
-        print(len(caught), caught[0].filename.endswith("<string>"), caught[0].message)
+        print(len(caught), all(w.filename.endswith("<string>") for w in caught))
+        print(*(w.message for w in caught), sep="\\n")
     """)
-    done = python("-c", probe)
+    done = python("-c", probe, env={"TORCHDEVICE_LOG": "info"})
     assert done.returncode == 0, done.stderr
-    count, at_caller, message = done.stdout.split(" ", 2)
-    assert (count, at_caller) == ("1", "True"), done.stdout
-    assert f"built for torch {torchdevice.__version__}" not in message and "this is torch 2.99.0" in message
+    count, *warnings = done.stdout.splitlines()
+    assert count == f"{int(warned)} True", done.stdout
+    said_where = warnings if warned else done.stderr.splitlines()
+    lines = [line for line in said_where if f"torch {version}: the catalog's facts" in line]
+    assert len(lines) == 1 and said in lines[0], (done.stdout, done.stderr)

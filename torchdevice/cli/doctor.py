@@ -31,6 +31,7 @@ def facts() -> dict[str, Any]:
     import torchdevice_generated
     from torchdevice_generated import cuda_table, device_wrappers, fallback_table
 
+    from torchdevice import releases
     from torchdevice.device.target import SIMULATED_MPS
     from torchdevice.runtime.activation import resolve
 
@@ -47,6 +48,8 @@ def facts() -> dict[str, Any]:
         "python": platform.python_version(),
         "torch": torch.__version__,
         "catalog_torch": torchdevice_generated.TORCH_VERSION,
+        "torch_facts": releases.facts(),
+        "simulated_backend": _backend(),
         "devices": {
             "cuda": torch.cuda.device_count() if torch.cuda.is_available() else 0,
             "mps": torch.backends.mps.is_available(),
@@ -65,6 +68,13 @@ def facts() -> dict[str, Any]:
         "float64 and complex128 tensors on the device are kept by the host (MPS has none)",
         "standins": _standins(),
     }
+
+
+def _backend() -> str:
+    """The simulated devices' backend here: compiled (built now where it is not yet), or why not."""
+    from torchdevice.simulated import backend
+
+    return "compiled" if backend.loadable() else f"not usable: {backend.why_not()}"
 
 
 def _standins() -> dict[str, dict[str, Any]]:
@@ -106,6 +116,8 @@ def format_facts(f: dict[str, Any]) -> str:
     lines = [
         f"torchdevice {f['torchdevice']}  python {f['python']}  torch {f['torch']}  "
         f"(catalog: torch {f['catalog_torch']})",
+        f"facts: {f['torch_facts']}",
+        f"simulated devices' backend: {f['simulated_backend']}",
         "devices:",
         f"  cuda  {d['cuda'] or 'not available'}",
         f"  mps   {'available' if d['mps'] else 'not available'}",

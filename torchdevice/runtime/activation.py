@@ -38,7 +38,6 @@ from torchdevice.runtime.compilers import Compilers
 from torchdevice.runtime.device_maps import resolve_devices
 from torchdevice.runtime.emulation import Emulation, unsupported
 from torchdevice.runtime.installation import Installation
-from torchdevice.version import __version__
 
 log = logging.getLogger("torchdevice")
 
@@ -144,9 +143,9 @@ def _gpu_or_cpu() -> str:
     the README's "Which is the default")."""
     from torchdevice.simulated import backend
 
+    configure_logging()  # the backend's first build is said
     if backend.loadable():
         return SIMULATED_CUDA
-    configure_logging()
     log.info("\"cuda\" means the cpu target here: a simulated GPU needs the compiled backend, which cannot be had "
              "(%s)", backend.why_not())
     return "cpu"
@@ -223,19 +222,14 @@ def install_inherited() -> torch.device:
 
 @functools.cache
 def check_torch_version() -> None:
-    """Warn once when the installed torch is not the release the catalog (and so every generated wrapper
-    and table) was made from: entry points may have moved, and what is not cataloged is not translated."""
-    from torchdevice_generated import TORCH_VERSION
+    """Say once, at INFO, where the facts used on the installed torch come from; warn on a release older than the
+    oldest supported (:mod:`torchdevice.releases`)."""
+    from torchdevice import releases
 
-    if _release(torch.__version__) != _release(TORCH_VERSION):
-        warnings.warn(f"torchdevice {__version__} was built for torch {TORCH_VERSION} "
-                      f"(any {'.'.join(_release(TORCH_VERSION))}.x); this is torch {torch.__version__}: "
-                      "device entry points it does not know are left untranslated", stacklevel=outside())
-
-
-def _release(version: str) -> tuple[str, ...]:
-    """``"2.13.0+cpu"`` -> ``("2", "13")``."""
-    return tuple(version.split("+")[0].split(".")[:2])
+    if not releases.supported():
+        warnings.warn(f"torchdevice: {releases.facts()}", stacklevel=outside())
+    else:
+        log.info("%s", releases.facts())
 
 
 def _target(patcher: Patcher, name: str, options: dict[str, Any]) -> Target:

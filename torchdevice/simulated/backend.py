@@ -9,17 +9,21 @@ device's memory (counted in C++, made without a DLPack round trip).
 
 It is built at first use with the machine's C++ compiler, through torch's ``cpp_extension``, into
 ``$TORCHDEVICE_BUILD_DIR``, else ``backend/`` in the user cache directory (:func:`torchdevice.cachedir.user_cache_dir`),
-one build per torch, Python and source, as DeepSpeed builds its CPU ops; later processes load it. Where it cannot be
+one build per torch, Python and source, as DeepSpeed builds its CPU ops, said on a terminal and at INFO with the time
+it took; later processes load it. A build that failed is remembered there with the compiler's first error, and not
+tried again. Where it cannot be
 built (no compiler, no ``ninja``, no cache directory) or ``TORCHDEVICE_BACKEND=python`` asks for it, the Python backend
 stands in, said once at INFO: everything runs but what needs the C++ hooks (see :data:`WITHOUT`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -36,6 +40,9 @@ WITHOUT = ("DDP with find_unused_parameters=True (pinned host memory for the dev
            "param.data (it swaps parameter tensors instead, which DeepSpeed's weak references and bitsandbytes' "
            "int8 parameters do not survive)")
 """What the Python backend cannot give."""
+
+FAILED = "build-failed.txt"
+"""Beside a build that failed: why, so that no later process of the same torch, Python and source builds again."""
 
 _state: dict[str, object] = {}
 
@@ -79,21 +86,56 @@ def _load() -> str | None:
     key = hashlib.sha256(source + torch.__version__.encode() + sys.version.encode()).hexdigest()[:16]
     name = f"torchdevice_sim_{key}"
     directory = cache / name if explicit else cache / "backend" / name
+    library = directory / f"{name}{_suffix()}"
+    failed = directory / FAILED
+    try:
+        if library.exists():
+            torch.ops.load_library(str(library))
+            return None
+        if failed.exists():  # built once and failed: not tried again for this torch, Python and source
+            return failed.read_text(encoding="utf-8").strip()
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return f"it could not be loaded from {directory}: {exc}"
+    return _build(name, directory, failed)
+
+
+def _build(name: str, directory: Path, failed: Path) -> str | None:
+    """Build the backend into ``directory`` with torch's ``cpp_extension`` (imported only here: on a CUDA build of
+    torch its import warns where there is no CUDA), saying so and how long it took; why not, remembered in
+    ``failed``, where the build fails."""
+    _say(f"building the simulated devices' compiled backend in {directory} (once per torch and Python; about 30 s)")
+    start = time.monotonic()
+    quiet = logging.getLogger("torch.utils.cpp_extension")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # "No CUDA runtime is found" on a CUDA build without a GPU: not the program's doing
     try:
         from torch.utils import cpp_extension
 
-        directory.mkdir(parents=True, exist_ok=True)
-        library = directory / f"{name}{_suffix()}"
-        if library.exists():
-            torch.ops.load_library(str(library))
-        else:
-            log.info("building the simulated devices' backend in %s (once, about 20 s)", directory)
-            cpp_extension.load(name, [str(SOURCE)], build_directory=str(directory), is_python_module=False,
-                               extra_cflags=["-O2"], verbose=False)
-    except Exception as exc:  # no compiler, no ninja, a build that failed: the Python backend stands in
-        first = str(exc).strip().splitlines()
-        return f"it could not be built in {directory}: {type(exc).__name__}: {first[0] if first else ''}"
+        cpp_extension.load(name, [str(SOURCE)], build_directory=str(directory), is_python_module=False,
+                           extra_cflags=["-O2"], verbose=False)
+    except Exception as exc:  # no compiler, no ninja, a build that failed
+        why = f"its build in {directory} failed: {type(exc).__name__}: {first_error(str(exc))}"
+        with contextlib.suppress(OSError):
+            failed.write_text(why + "\n", encoding="utf-8")
+        return why
+    finally:
+        quiet.setLevel(level)
+    _say(f"built the simulated devices' compiled backend in {time.monotonic() - start:.1f} s")
     return None
+
+
+def first_error(output: str) -> str:
+    """The compiler's first error in a build's output (``file:line:col: error: ...``), else its first line."""
+    lines = [line.strip() for line in output.strip().splitlines() if line.strip()]
+    return next((line for line in lines if "error:" in line), lines[0] if lines else "")
+
+
+def _say(message: str) -> None:
+    """At INFO, and on a terminal's stderr whatever the log level (a build's tens of seconds are not silent)."""
+    log.info("%s", message)
+    if sys.stderr is not None and sys.stderr.isatty() and not log.isEnabledFor(logging.INFO):
+        print(f"torchdevice: {message}", file=sys.stderr, flush=True)
 
 
 def _suffix() -> str:
