@@ -54,6 +54,12 @@ $(TORCH_VENV)/.installed: pyproject.toml torchdevice.pth
 
 venv-torch: $(TORCH_VENV)/.installed
 
+# One torch release's tier, in its environment: every test that starts no process, and those marked `release` (one
+# program per feature that starts processes: the example GPT on each target, spawn, torchrun DDP, a notebook,
+# DeepSpeed). The facts tests compare with the catalog's own release skip on another.
+test-torch: $(TORCH_VENV)/.installed
+	$(TORCH_PY) -m pytest -n $(JOBS) --maxschedchunk=1 -q -m "release or not (processes or consistency)"
+
 # The headless browser the report page's tests open it in (tests/report/test_report_page.py): nothing when one is
 # here, else Chromium from the system's packages where apt-get runs as root (CI); elsewhere those tests skip.
 browser:

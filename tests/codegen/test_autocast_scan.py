@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from catalog_release import scanned_here
 
 from codegen.load import load_autocast
 from codegen.model import Entry, Kernels
@@ -17,6 +18,7 @@ from codegen.schema import CatalogError
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@scanned_here
 def test_every_scanned_overload_is_one_cudas_autocast_registers() -> None:
     """What the scanner reads from the header is what ATen registers under AutocastCUDA: every listed
     overload has a kernel there, and every kernel there is listed, banned, or unusable off CUDA."""

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch_lists
+from catalog_release import scanned_here
 
 from codegen.load import FACTS, load
 from codegen.plan import PlanError, plan
@@ -87,6 +88,7 @@ def load_error(tmp_path: Path, **files: str) -> str:
     return str(info.value)
 
 
+@scanned_here
 def test_real_catalog_loads_and_plans(catalog):
     scanned = sum(p.read_text().count("\n- name: ") for p in (ROOT / "catalog" / "scanned").glob("*.yaml")
                   if p.stem not in FACTS)  # autocast policy, sparse kernels: facts about overloads, not entries

@@ -14,6 +14,7 @@ import pytest
 import torch
 import torch_lists
 import yaml
+from catalog_release import scanned_here
 
 from codegen import scan
 from codegen.scan import kernels
@@ -143,6 +144,7 @@ def _dispatcher_cpu_status(name: str) -> str:
     return "missing"
 
 
+@scanned_here
 def test_cpu_kernels_are_what_the_dispatcher_registered() -> None:
     """An independent source for the CPU column: the kernels this build's dispatcher really has, for every
     overload ``native_functions.yaml`` declares (read here as text, not through torchgen)."""

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from catalog_release import scanned_here
 from torchgen.model import DispatchKey
 
 from codegen.load import load_sparse_kernels
@@ -49,6 +50,7 @@ def test_bad_sparse_data_is_reported_with_file_line_and_entry(tmp_path: Path, te
     assert where in str(info.value) and says in str(info.value), str(info.value)
 
 
+@scanned_here
 def test_committed_file_loads_as_scanned() -> None:
     names = [r["name"] for r in kernels.sparse_records(DispatchKey.SparseMPS)]
     assert load_sparse_kernels(ROOT / "catalog" / "scanned" / "sparse_mps.yaml", "2.13.0",

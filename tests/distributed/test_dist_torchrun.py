@@ -22,6 +22,7 @@ def losses(output: str) -> list[float]:
     return found
 
 
+@pytest.mark.release
 def test_ddp_two_processes_match_one_process_with_the_same_global_batch():
     args = ["--global-batch", "8", "--accum", "2", "--bucket-cap-mb", "0.001"]
     single = run([sys.executable, "-m", "torchdevice", "run", EXAMPLE, *args], timeout=60)

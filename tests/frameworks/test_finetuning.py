@@ -59,6 +59,7 @@ def test_qlora_and_bitsandbytes_run_their_cpu_backend_with_the_cpu_numbers(nativ
     assert_numbers_close(gpu["paged_adamw"], cpu["paged_adamw"], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.release
 @pytest.mark.timeout(2 * BUILDS)  # its runs, each allowed BUILDS, one after the other
 @pytest.mark.parametrize("target, accelerator", [
     ("cpu", "cpu"),  # told the truth: not its CUDA accelerator, which needs nvcc

@@ -59,6 +59,7 @@ def on_cpu(tmp_path_factory) -> torch.Tensor:
     return losses(native(path))
 
 
+@pytest.mark.release
 @pytest.mark.parametrize("target", ["cpu", "mps-sim"])
 def test_a_colab_notebook_runs_under_the_runtime_with_the_numbers_of_the_cpu(tmp_path, on_cpu, target):
     path = tmp_path / "colab.ipynb"

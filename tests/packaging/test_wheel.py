@@ -152,3 +152,45 @@ def test_installed_start_up_hook_follows_the_program_into_a_spawned_child(instal
     done = run(installed, "torchdevice", "run", "spawns.py", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "cpu"]
+
+
+@pytest.mark.processes
+@pytest.mark.parametrize("release", [None, "2.10.0", "2.15.0"])
+def test_installing_the_wheel_keeps_the_users_torch_and_torchvision(wheel: Path, tmp_path: Path, release: str | None):
+    """pip's own resolver, asked to install the wheel beside this environment's torch with its torchvision pinned as
+    the user has it, or beside a torch of another release (its metadata first on the path, as a user's install is):
+    it installs the wheel and nothing else."""
+    from importlib import metadata
+
+    home = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=False).create(home)
+    python = home / ("Scripts" if os.name == "nt" else "bin") / "python"
+    site = Path(subprocess.check_output([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                                        text=True).strip())
+    (site / "dependencies.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    pinned = []
+    if release is None and _installed("torchvision"):
+        pinned = [f"torchvision=={metadata.version('torchvision')}"]  # which pins this torch exactly
+    elif release is not None:
+        user = site / f"torch-{release}.dist-info"  # the user's torch, found before this environment's
+        user.mkdir()
+        (user / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch\nVersion: {release}\n")
+        (user / "INSTALLER").write_text("pip\n")
+    report = tmp_path / "report.json"
+    done = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--dry-run", "--no-index",
+                           "--report", str(report), str(wheel), *pinned],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PIP_CONFIG_FILE": os.devnull})  # no machine-wide pins
+    assert done.returncode == 0, done.stderr
+    installs = [item["metadata"]["name"] for item in json.loads(report.read_text())["install"]]
+    assert installs == ["torchdevice-toolkit"], installs
+
+
+def _installed(distribution: str) -> bool:
+    from importlib import metadata
+
+    try:
+        metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return False
+    return True

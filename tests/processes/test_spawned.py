@@ -16,6 +16,7 @@ from program_runs import json_lines, python, torchdevice_run
 pytestmark = pytest.mark.processes
 
 
+@pytest.mark.release
 def test_mp_spawn_ddp_on_nccl_runs_one_rank_per_emulated_device(tmp_path):
     env = {"TORCHDEVICE_DEVICES": "2", "MASTER_PORT": str(free_port())}
     done = torchdevice_run("ddp_spawn.py", str(tmp_path), env=env)

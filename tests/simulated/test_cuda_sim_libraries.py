@@ -12,6 +12,13 @@ import torch
 import torch.nn.functional as F
 
 import torchdevice
+from torchdevice.simulated import libraries
+
+BUILD = (torch.backends.cudnn.is_available(), torch.backends.cudnn.version(), torch.backends.cudnn.benchmark_limit)
+"""This torch build's own answers (a CPU build: no cuDNN; a CUDA build: its cuDNN, also without a GPU)."""
+CUDNN, NCCL = (BUILD[1], torch.cuda.nccl.version()) if torch.version.cuda else (libraries.CUDNN_VERSION,
+                                                                                  libraries.NCCL_VERSION)
+"""What a GPU with this release's CUDA wheel answers: a CUDA build's own versions, else those its wheel requires."""
 
 
 @pytest.fixture
@@ -38,7 +45,7 @@ def test_cudnn_is_there_as_on_a_gpu(gpu, settable_flags):
     x = torch.randn(4, 3, device="cuda")
     assert torch.backends.cudnn.is_available() and torch.backends.cudnn.enabled
     version = torch.backends.cudnn.version()
-    assert isinstance(version, int) and version == 92000 and version // 10000 == 9
+    assert isinstance(version, int) and version == CUDNN == libraries.CUDNN_VERSION and version // 10000 == 9
     assert torch.backends.cudnn.is_acceptable(x) and torch.backends.cudnn.is_acceptable(x.half())
     assert not torch.backends.cudnn.is_acceptable(x.long()) and not torch.backends.cudnn.is_acceptable(x.cpu())
     assert not torch.backends.cudnn.is_acceptable(x.bfloat16())  # torch's list: half, float, double
@@ -55,21 +62,23 @@ def test_cudnn_is_there_as_on_a_gpu(gpu, settable_flags):
         torch.backends.cudnn.benchmark = False
 
 
-def test_the_cpu_target_keeps_the_cpu_builds_answers():
+def test_the_cpu_target_keeps_the_builds_answers():
     with torchdevice.installed("cpu"):
-        assert not torch.backends.cudnn.is_available() and torch.backends.cudnn.version() is None
+        assert (torch.backends.cudnn.is_available(), torch.backends.cudnn.version()) == BUILD[:2]
         assert not torch.backends.cudnn.is_acceptable(torch.ones(2, device="cuda"))
     with torchdevice.installed("cuda-sim"):
-        assert torch.backends.cudnn.version() == 92000
-    assert torch.backends.cudnn.version() is None and torch.backends.cudnn.benchmark_limit is None
+        assert torch.backends.cudnn.version() == CUDNN
+    assert (torch.backends.cudnn.is_available(), torch.backends.cudnn.version(),
+            torch.backends.cudnn.benchmark_limit) == BUILD
 
 
 def test_this_cudnn_refuses_cards_older_than_turing_as_torch_does():
     with torchdevice.installed("cuda-sim", gpu="V100-16GB"):
-        with pytest.raises(RuntimeError, match=r"^cuDNN version 92000 is not compatible with devices with SM < 7\.5"):
+        refused = rf"^cuDNN version {CUDNN} is not compatible with devices with SM < 7\.5"
+        with pytest.raises(RuntimeError, match=refused):
             torch.backends.cudnn.version()
     with torchdevice.installed("cuda-sim", gpu="A100-40GB"):
-        assert torch.backends.cudnn.version() == 92000
+        assert torch.backends.cudnn.version() == CUDNN
 
 
 def train_recurrent(layer: str) -> list[torch.Tensor]:
@@ -145,7 +154,7 @@ def test_data_parallel_sums_with_nccl_warning_nothing(two_gpus):
     expected = data_parallel_steps("cpu")
     for got, want in zip(weights, expected, strict=True):  # two replicas' gradients summed: float32's rounding apart
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
-    assert torch.cuda.nccl.version() == (2, 29, 7)
+    assert torch.cuda.nccl.version() == NCCL
     on_each = [torch.ones(3, device="cuda:0"), torch.ones(3, device="cuda:1")]
     assert torch.cuda.nccl.is_available(on_each)
     assert not torch.cuda.nccl.is_available([torch.ones(3, device="cuda"), torch.ones(3, device="cuda")])

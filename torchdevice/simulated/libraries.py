@@ -1,10 +1,11 @@
 """The libraries a GPU's torch brings, on simulated GPUs: cuDNN (``torch.backends.cudnn``) and NCCL
-(``torch.cuda.nccl``), the versions torch 2.13.0's CUDA wheel on PyPI requires (``nvidia-cudnn-cu13==9.20.0.48``,
-``nvidia-nccl-cu13==2.29.7``).
+(``torch.cuda.nccl``), the versions the installed release's CUDA wheel on PyPI requires (:data:`CUDA_WHEELS`; torch
+2.13.0's: ``nvidia-cudnn-cu13==9.20.0.48``, ``nvidia-nccl-cu13==2.29.7``).
 
-cuDNN: ``is_available()`` is True, ``version()`` 92000 (or, as torch says for this cuDNN, an error on a card below
-compute capability 7.5), ``is_acceptable(t)`` torch's own answer for the tensor the program sees (True for a
-``cuda`` half, float or double tensor while ``torch.backends.cudnn.enabled``), ``benchmark_limit`` 10; the flags
+cuDNN: ``is_available()`` is True, ``version()`` that cuDNN's (92000 on torch 2.13; or, as torch says for this cuDNN,
+an error on a card below compute capability 7.5), ``is_acceptable(t)`` torch's own answer for the tensor the program
+sees (True for a ``cuda`` half, float or double tensor while ``torch.backends.cudnn.enabled``), ``benchmark_limit`` 10;
+the flags
 (``enabled``, ``benchmark``, ``deterministic``) are torch's own. What the device computes stays its kernels': torch's
 own code sees its tensors as they are, so ``RNNBase.flatten_parameters`` leaves the weights where they are and the
 recurrent layers compute as the CPU computes them.
@@ -12,7 +13,7 @@ recurrent layers compute as the CPU computes them.
 NCCL: ``torch._C`` gets the collectives ``torch.cuda.nccl`` calls (``nn.DataParallel``'s gradients are summed by
 ``nccl.reduce``, as on a GPU, and its CPU-build warning is gone), each computing on the devices' memory what NCCL
 computes (its reduce ops: :mod:`torchdevice.distributed.reduce_ops`), after NCCL's checks;
-``torch.cuda.nccl.version()`` is (2, 29, 7).
+``torch.cuda.nccl.version()`` is that NCCL's ((2, 29, 7) on torch 2.13).
 """
 
 from __future__ import annotations
@@ -32,12 +33,16 @@ from torchdevice.callers import tell_as_program
 from torchdevice.device.aten import cpp_device
 from torchdevice.distributed import reduce_ops
 from torchdevice.patching import Patcher
+from torchdevice.releases import release
 from torchdevice.simulated.device import NAME
 from torchdevice.simulated.profile import Profile
 
-CUDNN_VERSION = 92000
-"""cuDNN 9.20.0, as ``torch.backends.cudnn.version()`` says it."""
-NCCL_VERSION = (2, 29, 7)
+CUDA_WHEELS = {(2, 10): (91002, (2, 27, 5)), (2, 11): (91900, (2, 28, 9)), (2, 12): (92000, (2, 29, 7)),
+               (2, 13): (92000, (2, 29, 7)), (2, 14): (92400, (2, 30, 7)), (2, 15): (92600, (2, 30, 7))}
+"""Per release, the cuDNN (as ``torch.backends.cudnn.version()`` says it: 9.20.0 is 92000) and NCCL versions its CUDA
+wheel on PyPI requires (``nvidia-cudnn-cu1x``, ``nvidia-nccl-cu1x`` in its metadata; its own answers on a CUDA build);
+a newer release: the newest known's."""
+CUDNN_VERSION, NCCL_VERSION = CUDA_WHEELS.get(release(), CUDA_WHEELS[max(CUDA_WHEELS)])
 BENCHMARK_LIMIT = 10
 """How many cuDNN algorithms ``benchmark`` tries at most, until the program sets it (torch's default)."""
 _OPS = ("SUM", "PRODUCT", "MAX", "MIN", "AVG")

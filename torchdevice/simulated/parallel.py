@@ -27,11 +27,11 @@ CPU = torch.device("cpu")
 
 
 def activate(patcher: Patcher) -> None:
-    """Give ``torch._C`` the functions until ``patcher.restore()`` (where this torch lacks them), and answer
-    ``parallel_apply`` and FSDP as the program is answered."""
+    """Give ``torch._C`` the functions until ``patcher.restore()`` (a CPU build lacks them; a CUDA build's would ask
+    the CUDA driver of the simulated GPU's tensors), and answer ``parallel_apply`` and FSDP as the program is
+    answered."""
     for name, function in FUNCTIONS.items():
-        if not hasattr(torch._C, name):
-            patcher.set(torch._C, name, function)
+        patcher.set(torch._C, name, function)
     tell_as_program(patcher, ("torch.nn.parallel.parallel_apply",), packages=("torch.distributed.fsdp",))
     patcher.set(torch._C, "_get_accelerator", _accelerator(torch._C._get_accelerator))
 
