@@ -3,9 +3,10 @@
 A simulated device is a ``PrivateUse1`` backend, and some of what it needs torch offers no public API for: private
 functions of ``torch._C``, ``torch.library.Library._destroy``, and, on the Python backend only (where the compiled
 one cannot be built, :mod:`.backend`), two C++ symbols of ``libc10`` called through ctypes and the byte layout of a
-DLPack capsule. These were read from torch :data:`RELEASE`; on another release they may be gone or mean something
-else, and a wrong guess crashes the process instead of raising. :func:`check` refuses such a torch at install with
-an error naming both releases and the target that needs them.
+DLPack capsule. These were read from torch :data:`RELEASE`; another release may lack one, and a wrong guess crashes
+the process instead of raising. :func:`check` refuses, at install, a torch that lacks one of the private functions,
+in one line naming the release, what it lacks, the target that needs it and the target that runs there (every
+release from 2.10 to 2.15 has them all); the Python backend checks its ``libc10`` symbols where it loads them.
 """
 
 from __future__ import annotations
