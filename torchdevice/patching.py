@@ -101,6 +101,7 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 
 def _keep_wrapped(original: Any, value: Any) -> None:
     """A plain function put in place of a decorated one keeps its ``__wrapped__``, which torch's own code reads of the
-    functions it lists (Dynamo, at import: ``torch.backends.mps.is_available.__wrapped__`` in torch 2.14)."""
+    functions it lists (Dynamo, at import: ``torch.cuda.use_mem_pool.__wrapped__`` and
+    ``torch.backends.mps.is_available.__wrapped__`` in torch 2.14)."""
     if isinstance(value, types.FunctionType) and hasattr(original, "__wrapped__") and "__wrapped__" not in vars(value):
         value.__wrapped__ = original.__wrapped__  # type: ignore[attr-defined]

@@ -10,8 +10,8 @@ from __future__ import annotations
 import torch
 from torchdevice_generated import TORCH_VERSION as CATALOG
 
-TESTED = ("2.10", "2.11", "2.12", "2.13", "2.14", "2.15")
-"""The releases (major.minor) the release tier ran on (the README's table)."""
+TESTED = ((2, 10), (2, 11), (2, 12), (2, 13), (2, 14), (2, 15))
+"""The releases (major, minor) the release tier ran on (the README's table)."""
 
 
 def release(version: str | None = None) -> tuple[int, int]:
@@ -26,18 +26,18 @@ def _name(numbers: tuple[int, int]) -> str:
 
 def facts() -> str:
     """One line: the installed release, and where the facts the runtime uses on it come from."""
-    here, tested = release(), [release(f"{r}.0") for r in TESTED]
+    here = release()
     base = f"torch {torch.__version__}: the catalog's facts (entry points, kernel tables, messages) are {CATALOG}'s"
     if release(CATALOG) == here:
         return base
-    if here > tested[-1]:
-        return (f"{base}; this release is newer than the newest tested ({_name(tested[-1])}): its new device entry "
+    if here > TESTED[-1]:
+        return (f"{base}; this release is newer than the newest tested ({_name(TESTED[-1])}): its new device entry "
                 "points are left untranslated")
-    if here < tested[0]:
-        return f"{base}; this release is older than the oldest supported ({_name(tested[0])})"
+    if here < TESTED[0]:
+        return f"{base}; this release is older than the oldest supported ({_name(TESTED[0])})"
     return f"{base}; this release ran the release tier with them (make test-torch TORCH={_name(here)}.x)"
 
 
 def supported() -> bool:
     """Whether the installed release is one torchdevice supports (2.10 or newer)."""
-    return release() >= release(f"{TESTED[0]}.0")
+    return release() >= TESTED[0]

@@ -11,12 +11,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tests" / "support"))
+from dist_jobs import free_port  # noqa: E402  (the suite's support modules, as pytest's pythonpath has them)
+
 EXAMPLES = ROOT / "examples"
 OWN = "2.13.0"
 """The release of the project's own environment (constraints.txt)."""
@@ -30,12 +32,6 @@ def run(command: list[str], **env: str) -> subprocess.CompletedProcess[str]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TORCHDEVICE_")}
     return subprocess.run(command, cwd=ROOT, env={**environment, "OMP_NUM_THREADS": "1", **env}, capture_output=True,
                           text=True, timeout=600)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def digest(text: str) -> str:

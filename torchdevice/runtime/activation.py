@@ -265,8 +265,7 @@ def _activate(state: State, name: str) -> None:
     for e in cuda_table.EMULATION:
         owner = resolve_attribute(e.module, e.path)
         if e.policy == "unsupported":
-            stand_in = unsupported(e.name, e.why, e.is_class, inst.device, getattr(owner, e.attr, None))
-            patcher.set(owner, e.attr, stand_in)
+            patcher.set(owner, e.attr, unsupported(e.name, e.why, e.is_class, inst.device))
         elif e.policy == "emulate":
             patcher.set(owner, e.attr, emulation.build(e.does, e.value, e.name))
     from torchdevice import distributed, fallback, standins  # the features, whose activate() runs last

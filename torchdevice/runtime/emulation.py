@@ -54,17 +54,15 @@ for _graphs in (CUDAGraph, graph, graph_pool_handle, make_graphed_callables, cap
     assert _graphs.__name__ in WORDS  # :mod:`.graphs`' words, found here by name
 
 
-def unsupported(name: str, why: str, is_class: bool, target: torch.device, original: Any = None) -> Any:
-    """A stand-in for ``name`` that raises, naming the entry, the target and the reason, when used. A function's
-    stand-in keeps ``original``'s name, documentation and ``__wrapped__`` (torch's own code reads them: dynamo
-    takes ``torch.cuda.use_mem_pool.__wrapped__`` at import)."""
+def unsupported(name: str, why: str, is_class: bool, target: torch.device) -> Any:
+    """A stand-in for ``name`` that raises, naming the entry, the target and the reason, when used."""
 
     def fail(*args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f"{name} is not supported on target {target.type!r} by torchdevice: {why}")
 
     if not is_class:
         fail.__name__ = fail.__qualname__ = name.rpartition(".")[2]
-        return fail if original is None else functools.update_wrapper(fail, original)
+        return fail
     return type(name.rpartition(".")[2], (), {"__new__": fail, "__doc__": f"Unsupported: {why}"})
 
 

@@ -11,9 +11,9 @@ It is built at first use with the machine's C++ compiler, through torch's ``cpp_
 ``$TORCHDEVICE_BUILD_DIR``, else ``backend/`` in the user cache directory (:func:`torchdevice.cachedir.user_cache_dir`),
 one build per torch, Python and source, as DeepSpeed builds its CPU ops, said on a terminal and at INFO with the time
 it took; later processes load it. A build that failed is remembered there with the compiler's first error, and not
-tried again. Where it cannot be
-built (no compiler, no ``ninja``, no cache directory) or ``TORCHDEVICE_BACKEND=python`` asks for it, the Python backend
-stands in, said once at INFO: everything runs but what needs the C++ hooks (see :data:`WITHOUT`).
+tried again. Where it cannot be built (no compiler, no ``ninja``, no cache directory) or ``TORCHDEVICE_BACKEND=python``
+asks for it, the Python backend stands in, said once at INFO: everything runs but what needs the C++ hooks (see
+:data:`WITHOUT`).
 """
 
 from __future__ import annotations

@@ -33,11 +33,6 @@ DLPACK_DEVICE_TYPE_OFFSET = ctypes.sizeof(ctypes.c_void_p)
 """Where ``DLTensor.device.device_type`` sits in a ``DLManagedTensor``: right after the data pointer."""
 
 
-def release() -> str:
-    """The installed torch's release (major.minor)."""
-    return ".".join(torch.__version__.split("+")[0].split(".")[:2])
-
-
 def check(target: str) -> None:
     """Raise one line naming the installed release, what it lacks, ``target`` and a target that works there, unless
     this torch has each private attribute the simulation calls (:data:`PRIVATE`)."""

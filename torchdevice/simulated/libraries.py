@@ -5,10 +5,9 @@
 cuDNN: ``is_available()`` is True, ``version()`` that cuDNN's (92000 on torch 2.13; or, as torch says for this cuDNN,
 an error on a card below compute capability 7.5), ``is_acceptable(t)`` torch's own answer for the tensor the program
 sees (True for a ``cuda`` half, float or double tensor while ``torch.backends.cudnn.enabled``), ``benchmark_limit`` 10;
-the flags
-(``enabled``, ``benchmark``, ``deterministic``) are torch's own. What the device computes stays its kernels': torch's
-own code sees its tensors as they are, so ``RNNBase.flatten_parameters`` leaves the weights where they are and the
-recurrent layers compute as the CPU computes them.
+the flags (``enabled``, ``benchmark``, ``deterministic``) are torch's own. What the device computes stays its kernels':
+torch's own code sees its tensors as they are, so ``RNNBase.flatten_parameters`` leaves the weights where they are and
+the recurrent layers compute as the CPU computes them.
 
 NCCL: ``torch._C`` gets the collectives ``torch.cuda.nccl`` calls (``nn.DataParallel``'s gradients are summed by
 ``nccl.reduce``, as on a GPU, and its CPU-build warning is gone), each computing on the devices' memory what NCCL
