@@ -8,7 +8,7 @@ JOBS   ?= auto
 # package itself declares the range it supports (pyproject.toml).
 PIP_INSTALL := $(PY) -m pip install -q -c constraints.txt
 
-.PHONY: venv venv-torch test-torch browser demo test test-fast test-consistency external-suites catalog mps-messages cuda-alerts generate check-generated status bench lint wheel clean
+.PHONY: venv venv-torch torch-wheels catalog-release test-torch browser demo test test-fast test-consistency external-suites catalog mps-messages cuda-alerts generate check-generated status bench lint wheel clean
 
 $(STAMP): pyproject.toml constraints.txt torchdevice.pth
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -43,16 +43,40 @@ TORCH_PIP := PIP_CONFIG_FILE=/dev/null $(TORCH_PY) -m pip install -q --isolated 
 TORCH_INDEX_cuda :=
 TORCH_INDEX_cpu := --index-url https://download.pytorch.org/whl/cpu --extra-index-url https://pypi.org/simple
 
-$(TORCH_VENV)/.installed: pyproject.toml torchdevice.pth
+TORCH_WHEELS := .cache/wheels/torch-$(TORCH)-$(BUILD)
+
+# What comes from the registry: the environment's pip, then that release and what it needs (its CUDA libraries: about
+# 2.7 GB) downloaded, three tries 30 s apart. A registry that drops the connection is not this project's failure:
+# `.ci/run` tells the two apart by this target.
+$(TORCH_WHEELS)/.downloaded:
 	@case "$(BUILD)" in cpu|cuda) ;; *) echo "BUILD=$(BUILD): cpu or cuda" >&2; exit 2;; esac
 	test -x $(TORCH_PY) || $(PYTHON) -m venv $(TORCH_VENV)
+	for try in 1 2 3; do \
+		PIP_CONFIG_FILE=/dev/null $(TORCH_PY) -m pip install -q --isolated --upgrade pip \
+		&& PIP_CONFIG_FILE=/dev/null $(TORCH_PY) -m pip download -q --isolated --resume-retries 10 \
+			$(TORCH_INDEX_$(BUILD)) -d $(TORCH_WHEELS) 'torch==$(TORCH)' numpy && break; \
+		[ $$try = 3 ] && { echo "torch $(TORCH) ($(BUILD)) could not be downloaded" >&2; exit 1; }; sleep 30; \
+	done
+	touch $@
+
+torch-wheels: $(TORCH_WHEELS)/.downloaded
+
+$(TORCH_VENV)/.installed: pyproject.toml torchdevice.pth $(TORCH_WHEELS)/.downloaded
 	echo 'torch==$(TORCH)' > $(TORCH_VENV)/constraints.txt
-	$(TORCH_PIP) --upgrade pip
-	$(TORCH_PIP) $(TORCH_INDEX_$(BUILD)) torch numpy
+	$(TORCH_PIP) --no-index --find-links $(TORCH_WHEELS) torch numpy
 	$(TORCH_PIP) -e '.[mlx,dev]'
 	touch $@
 
 venv-torch: $(TORCH_VENV)/.installed
+
+# Another release's facts, kept as what differs from the catalog's (catalog/releases/RELEASE.yaml): scanned by that
+# release's Python from itself, its macOS wheel (downloaded, never installed) and its CUDA wheel (BUILD=cuda's own).
+catalog-release: $(TORCH_VENV)/.installed
+	@[ "$(BUILD)" = cuda ] || { echo "catalog-release reads the CUDA wheel: BUILD=cuda" >&2; exit 2; }
+	PIP_CONFIG_FILE=/dev/null $(TORCH_PY) -m pip download -q --isolated --no-deps --only-binary=:all: \
+		--platform macosx_14_0_arm64 -d .cache/wheels 'torch==$(TORCH)'
+	$(TORCH_PY) -m codegen.scan.release .cache/wheels/torch-$(TORCH)-*-macosx_*_arm64.whl \
+		$$(ls $(TORCH_WHEELS)/torch-$(TORCH)-*-manylinux_*x86_64.whl)
 
 # One torch release's tier, in its environment: every test that starts no process, and those marked `release` (one
 # program per feature that starts processes: the example GPT on each target, spawn, torchrun DDP, a notebook,

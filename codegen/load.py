@@ -11,7 +11,8 @@ import ast
 import dataclasses
 import fnmatch
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, get_args
 
@@ -41,6 +42,7 @@ from codegen.overlays.limits import LimitRule
 from codegen.overlays.mlx import MlxOp
 from codegen.overlays.packages import MODULE, PackageRule
 from codegen.overlays.standins import StandinRule
+from codegen.scan import release as scanned_release
 from codegen.schema import CatalogError
 from codegen.signatures import parse
 from torchdevice.records import BACKENDS, aten_entry, aten_op, is_aten_entry
@@ -67,11 +69,44 @@ SPARSE_CSR_CUDA = "sparse_csr_cuda"
 FACTS = (AUTOCAST, SPARSE_MPS, SPARSE_CSR_CUDA)
 
 
-def load(catalog_dir: Path = CATALOG_DIR) -> Catalog:
-    """Read the scanned catalog, apply measured status and overlays; raise CatalogError on bad data."""
-    version, entries = _load_scanned(catalog_dir / "scanned")
-    known = {e.name: e for e in entries}
-    status = _load_status(catalog_dir / "status.yaml", known)
+def load(catalog_dir: Path = CATALOG_DIR, release: str | None = None) -> Catalog:
+    """Read the scanned catalog, apply measured status and overlays; raise CatalogError on bad data.
+
+    The overlays are written for every known release: a record may name an entry only another release has
+    (``catalog/releases/``). With ``release`` (``"2.10.0"``), that release's view: its scanned files, with the
+    overlays. An overlay record that does not hold there (an overload it lacks, a message its macOS wheel lacks, an
+    alert its CUDA wheel does not raise) is named in ``Catalog.differs`` (see :class:`_View`)."""
+    others = _other_releases(catalog_dir / "releases")
+    if release is None:
+        return _load(catalog_dir, catalog_dir / "scanned", others, strict=True)
+    _, own = _load_scanned(catalog_dir / "scanned")
+    try:
+        with scanned_release.view(release, catalog_dir / "scanned", catalog_dir / "releases") as scanned:
+            return _load(catalog_dir, scanned, [*others, *own], strict=False)
+    except scanned_release.ReleaseError as exc:
+        raise CatalogError(catalog_dir / "releases" / f"{release}.yaml", None, None, str(exc)) from None
+
+
+def _other_releases(directory: Path) -> list[Entry]:
+    """The entries only other known releases have (those their release files add), oldest release first."""
+    found = []
+    for version in scanned_release.known(directory):
+        path = directory / f"{version}.yaml"
+        for change in scanned_release.load(version, directory)["files"].values():
+            for i, raw in enumerate(change.get("added", [])):
+                if isinstance(raw, dict) and "kind" in raw:
+                    found.append(_Scanned(path, "", i, raw).entry())
+    return found
+
+
+def _load(catalog_dir: Path, scanned: Path, others: list[Entry], strict: bool) -> Catalog:
+    """The catalog of the scanned files in ``scanned``, its overlays checked against its entries and ``others`` (the
+    other known releases'); ``strict``: the catalog's own release (see :class:`_View`)."""
+    version, entries = _load_scanned(scanned)
+    here = {e.name: e for e in entries}
+    view = _View(strict=strict)
+    status = _load_status(catalog_dir / "status.yaml", here)
+    known = {**{e.name: e for e in others}, **here}
     attached: dict[str, dict[str, Any]] = {}
     patterns: tuple[Pattern, ...] = ()
     for stem, cls in PER_ENTRY.items():
@@ -89,23 +124,65 @@ def load(catalog_dir: Path = CATALOG_DIR) -> Catalog:
     mlx = load_mlx(path, known) if path.exists() else ()
     path = catalog_dir / "overlays" / "standins.yaml"
     standins = load_standins(path) if path.exists() else ()
-    autocast = load_autocast(catalog_dir / "scanned" / f"{AUTOCAST}.yaml", version, known)
-    sparse_mps = load_sparse_kernels(catalog_dir / "scanned" / f"{SPARSE_MPS}.yaml", version, known)
-    sparse_csr_cuda = load_sparse_kernels(catalog_dir / "scanned" / f"{SPARSE_CSR_CUDA}.yaml", version, known)
+    autocast = load_autocast(scanned / f"{AUTOCAST}.yaml", version, here)
+    sparse_mps = load_sparse_kernels(scanned / f"{SPARSE_MPS}.yaml", version, here)
+    sparse_csr_cuda = load_sparse_kernels(scanned / f"{SPARSE_CSR_CUDA}.yaml", version, here)
     path = catalog_dir / "overlays" / "packages.yaml"
     packages = load_packages(path, known) if path.exists() else ()
     path = catalog_dir / "overlays" / "limits.yaml"
-    limits = load_limits(path, known, catalog_dir / "scanned" / f"{MPS_MESSAGES}.yaml", version) \
-        if path.exists() else ()
+    limits = load_limits(path, known, scanned / f"{MPS_MESSAGES}.yaml", version, view) if path.exists() else ()
     path = catalog_dir / "overlays" / "cuda_kernels.yaml"
-    alerts = load_alerts(path, known, catalog_dir / "scanned" / f"{CUDA_ALERTS}.yaml", version) \
-        if path.exists() else ()
+    alerts = load_alerts(path, known, scanned / f"{CUDA_ALERTS}.yaml", version, view) if path.exists() else ()
+    if others:  # records naming what only another release has are this view's left-outs
+        ops = {aten_op(name) for name in here if is_aten_entry(name)}
+        lacks = lambda names: [n for n in names if aten_entry(n) not in here]  # noqa: E731
+        mlx = view.present(mlx, "mlx.yaml", lambda r: lacks([r.key]) if "." in r.key else [r.key] * (r.key not in ops))
+        limits = view.present(limits, "limits.yaml", lambda r: lacks(() if r.rule.generic else r.rule.overloads))
+        alerts = view.present(alerts, "cuda_kernels.yaml", lambda r: lacks(r.rule.overloads))
     entries = [dataclasses.replace(e, status=status.get(e.name, e.status), **attached.get(e.name, {}))
                for e in entries]
     return Catalog(torch_version=version, entries=tuple(entries), device_patterns=patterns, mlx=mlx, rewrite=rules,
                    standins=standins, autocast=autocast, sparse_mps=sparse_mps,
                    sparse_csr_cuda=sparse_csr_cuda, packages=packages, limits=limits,
-                   alerts=alerts)
+                   alerts=alerts, differs=tuple(view.differs))
+
+
+@dataclasses.dataclass
+class _View:
+    """How overlay records are judged: strictly (the catalog's own release: a record that does not hold is an error),
+    or in another release's view, where what does not hold there is named in ``differs``: a record naming an entry
+    the release lacks is left out; one whose words (a message piece, an alert's name) the release's wheels lack is
+    kept as written, since a device that refuses more than it does is safer than one that refuses less."""
+
+    strict: bool = True
+    differs: list[str] = dataclasses.field(default_factory=list)
+
+    @contextmanager
+    def record(self) -> Iterator[None]:
+        """Around one overlay record's checks: its error raised, or (another release's view) the record left out."""
+        try:
+            yield
+        except CatalogError as exc:
+            if self.strict:
+                raise
+            self.differs.append(f"left out: {exc.short()}")
+
+    def words(self, error: CatalogError) -> None:
+        """A record's words are not in the release's wheels: raised, or (another release's view) noted."""
+        if self.strict:
+            raise error
+        self.differs.append(f"kept as written: {error.short()}")
+
+    def present(self, records: tuple[Any, ...], file: str, absent: Callable[[Any], list[str]]) -> tuple[Any, ...]:
+        """``records`` but those naming aten ops or overloads this release lacks (``absent``), which are left out."""
+        kept = []
+        for record in records:
+            if missing := absent(record):
+                key = getattr(record, "key", None) or record.name
+                self.differs.append(f"left out: {file} ({key}): this release lacks {', '.join(missing)}")
+            else:
+                kept.append(record)
+        return tuple(kept)
 
 
 # -- scanned -----------------------------------------------------------------------------------------
@@ -401,28 +478,37 @@ def load_messages(path: Path, version: str) -> tuple[str, ...]:
                                                             "'torch_version', 'wheel' and 'strings'"))
 
 
-def load_limits(path: Path, known: dict[str, Entry], messages: Path, version: str) -> tuple[LimitRecord, ...]:
+def load_limits(path: Path, known: dict[str, Entry], messages: Path, version: str,
+                view: _View | None = None) -> tuple[LimitRecord, ...]:
     """MPS's limits: overloads of the scanned catalog, the arguments each clause reads parameters of every one of
     them, each literal piece of a message a string scanned from torch's macOS wheel (or part of one)."""
     scanned = "\0".join(load_messages(messages, version))
     records = []
     for key, line, node in _keyed(path, "limit names"):
-        rule = schema.build(LimitRule, node, path, key)
-        overloads = () if rule.generic else rule.overloads
-        for name in (*overloads, *filter(None, (rule.instead, rule.probe.op))):
-            if aten_entry(name) not in known:
-                raise CatalogError(path, line, key, f"{name}: not an aten overload of the scanned catalog")
-        for name in overloads:
-            params = {p.name for s in known[aten_entry(name)].signatures for p in s.params}
-            missing = sorted(rule.arguments() - params)
-            if missing:
-                raise CatalogError(path, line, key, f"{name} has no argument {', '.join(missing)}")
-        for piece in rule.pieces:
-            if not (piece.startswith("{") and piece.endswith("}")) and piece not in scanned:
-                raise CatalogError(path, line, key, f"message piece {piece!r} is none of the strings of torch "
-                                   f"{version}'s macOS wheel ({messages.name})")
-        records.append(LimitRecord(key, rule, line))
+        with (view or _View()).record():
+            records.append(_limit(path, key, line, node, known, scanned, messages, version, view or _View()))
     return tuple(records)
+
+
+def _limit(path: Path, key: str, line: int, node: yaml.Node, known: dict[str, Entry], scanned: str, messages: Path,
+           version: str, view: _View) -> LimitRecord:
+    """One limit of ``limits.yaml``, checked against the scanned catalog and the macOS wheel's strings."""
+    rule = schema.build(LimitRule, node, path, key)
+    overloads = () if rule.generic else rule.overloads
+    for name in (*overloads, *filter(None, (rule.instead, rule.probe.op))):
+        if aten_entry(name) not in known:
+            raise CatalogError(path, line, key, f"{name}: not an aten overload of the scanned catalog")
+    for name in overloads:
+        params = {p.name for s in known[aten_entry(name)].signatures for p in s.params}
+        missing = sorted(rule.arguments() - params)
+        if missing:
+            raise CatalogError(path, line, key, f"{name} has no argument {', '.join(missing)}")
+    for piece in rule.pieces:
+        if not (piece.startswith("{") and piece.endswith("}")) and piece not in scanned:
+            view.words(CatalogError(path, line, key, f"message piece {piece!r} is none of the strings of torch "
+                                    f"{version}'s macOS wheel ({messages.name})"))
+            break
+    return LimitRecord(key, rule, line)
 
 
 def load_alert_calls(path: Path, version: str) -> dict[str, tuple[str, ...]]:
@@ -446,32 +532,40 @@ def _makes(function: str, made_by: str) -> bool:
     return re.search(pattern, made_by) is not None
 
 
-def load_alerts(path: Path, known: dict[str, Entry], scanned: Path, version: str) -> tuple[AlertRecord, ...]:
+def load_alerts(path: Path, known: dict[str, Entry], scanned: Path, version: str,
+                view: _View | None = None) -> tuple[AlertRecord, ...]:
     """CUDA's determinism alerts: each a call scanned from torch's CUDA wheel (its name, made by the function its
     source names), on overloads of the scanned catalog, the arguments each clause reads parameters of every one."""
     calls = load_alert_calls(scanned, version)
     records = []
     for key, line, node in _keyed(path, "alert names"):
-        rule = schema.build(AlertRule, node, path, key)
-        function = rule.source.split()[-1]
-        if rule.alert not in calls:
-            raise CatalogError(path, line, key, f"alert {rule.alert!r}: no call of torch {version}'s CUDA wheel "
-                               f"hands alertNotDeterministic that name ({scanned.name})")
-        if not any(_makes(function, made_by) for made_by in calls[rule.alert]):
-            raise CatalogError(path, line, key, f"source: {function} does not make the call; "
-                               f"{', '.join(calls[rule.alert])} does")
-        for name in rule.overloads:
-            entry = known.get(aten_entry(name))
-            if entry is None or entry.kind != "op_overload":
-                raise CatalogError(path, line, key, f"{name}: not an aten overload of the scanned catalog")
-            params = {p.name for s in entry.signatures for p in s.params}
-            missing = sorted(rule.arguments() - params)
-            if missing:
-                raise CatalogError(path, line, key, f"{name} has no argument {', '.join(missing)}")
-        if len(set(rule.overloads)) != len(rule.overloads):
-            raise CatalogError(path, line, key, "overloads: an overload is named twice")
-        records.append(AlertRecord(key, rule, line))
+        with (view or _View()).record():
+            records.append(_alert(path, key, line, node, known, calls, scanned, version, view or _View()))
     return tuple(records)
+
+
+def _alert(path: Path, key: str, line: int, node: yaml.Node, known: dict[str, Entry],
+           calls: dict[str, tuple[str, ...]], scanned: Path, version: str, view: _View) -> AlertRecord:
+    """One alert of ``cuda_kernels.yaml``, checked against the scanned catalog and the CUDA wheel's calls."""
+    rule = schema.build(AlertRule, node, path, key)
+    function = rule.source.split()[-1]
+    if rule.alert not in calls:
+        view.words(CatalogError(path, line, key, f"alert {rule.alert!r}: no call of torch {version}'s CUDA wheel "
+                                f"hands alertNotDeterministic that name ({scanned.name})"))
+    elif not any(_makes(function, made_by) for made_by in calls[rule.alert]):
+        view.words(CatalogError(path, line, key, f"source: {function} does not make the call; "
+                                f"{', '.join(calls[rule.alert])} does"))
+    for name in rule.overloads:
+        entry = known.get(aten_entry(name))
+        if entry is None or entry.kind != "op_overload":
+            raise CatalogError(path, line, key, f"{name}: not an aten overload of the scanned catalog")
+        params = {p.name for s in entry.signatures for p in s.params}
+        missing = sorted(rule.arguments() - params)
+        if missing:
+            raise CatalogError(path, line, key, f"{name} has no argument {', '.join(missing)}")
+    if len(set(rule.overloads)) != len(rule.overloads):
+        raise CatalogError(path, line, key, "overloads: an overload is named twice")
+    return AlertRecord(key, rule, line)
 
 
 def load_list(path: Path, cls: type, known: dict[str, Entry]) -> tuple[Any, ...]:

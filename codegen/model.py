@@ -175,6 +175,9 @@ class Catalog:
     """MPS's limits, in file order."""
     alerts: tuple[AlertRecord, ...] = ()
     """CUDA's determinism alerts, in file order."""
+    differs: tuple[str, ...] = ()
+    """In another release's view (``load(release=...)``): how the overlays' records differ there (left out, or kept
+    without that release's words), each naming the record and why."""
 
     @cached_property
     def by_name(self) -> dict[str, Entry]:

@@ -17,11 +17,14 @@ import sys
 import traceback
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 
 from codegen.plan import Plan
+
+if TYPE_CHECKING:
+    from codegen.releases import Release
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "codegen" / "templates"
@@ -66,14 +69,27 @@ def template_names() -> list[str]:
     return sorted(p.relative_to(TEMPLATES).as_posix() for p in TEMPLATES.rglob("*.j2") if not partial(p))
 
 
-def render_all(plan: Plan) -> dict[str, str]:
-    """Render every template; return ``{path relative to generated/: text}``."""
+RELEASES = ("torchdevice_generated/releases.py.j2", "torchdevice_generated/catalog_releases.jsonl.j2")
+"""The templates of the known releases' changes (``codegen/releases.py``), rendered once those are known."""
+
+
+def render_all(plan: Plan, releases: tuple[Release, ...] = (), names: tuple[str, ...] = ()) -> dict[str, str]:
+    """Render every template (or those ``names``); return ``{path relative to generated/: text}``. ``releases``: the
+    known releases' changes (the two :data:`RELEASES` templates render them)."""
     env = environment()
     out: dict[str, str] = {}
-    for name in template_names():
+    imports = sorted({i for r in releases for i in r.imports})
+    rows: dict[tuple[str, str], list[str]] = {}  # a row the same in several releases: written once
+    for release in releases:
+        for name, row in release.rows:
+            rows.setdefault((name, row), []).append(release.version)
+    known = tuple(sorted({plan.torch_version, *(r.version for r in releases)},
+                         key=lambda v: tuple(int(n) for n in v.split("."))))
+    for name in names or template_names():
         tracker = _Tracker()
         try:
-            text = env.get_template(name).render(plan=plan, track=tracker)
+            text = env.get_template(name).render(plan=plan, track=tracker, releases=releases, imports=imports,
+                                                 known=known, release_rows=sorted(rows.items()))
         except Exception as exc:  # noqa: BLE001 - re-raised with the template and entry named
             raise TemplateError(_describe_failure(name, exc, tracker.current)) from exc
         out[name[: -len(".j2")]] = text
@@ -137,13 +153,24 @@ def stale(files: dict[str, str], target: Path = GENERATED) -> list[str]:
     return differ + sorted(on_disk - set(files))
 
 
+def generate() -> dict[str, str]:
+    """Everything ``generated/`` holds: the catalog's plan rendered, then the known releases' changes from it."""
+    from codegen.load import load
+    from codegen.plan import plan
+    from codegen.releases import releases
+
+    catalog_plan = plan(load())
+    files = render_all(catalog_plan)
+    files.update(render_all(catalog_plan, releases(files, render_all), RELEASES))
+    return files
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m codegen [--check]``: regenerate ``generated/``, or report whether it is stale."""
     import argparse
     import time
 
-    from codegen.load import load
-    from codegen.plan import PlanError, plan
+    from codegen.plan import PlanError
     from codegen.schema import CatalogError
 
     parser = argparse.ArgumentParser(prog="python -m codegen", description=main.__doc__)
@@ -151,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     start = time.perf_counter()
     try:
-        files = render_all(plan(load()))
+        files = generate()
     except (CatalogError, PlanError, TemplateError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

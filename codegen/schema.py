@@ -46,7 +46,12 @@ class CatalogError(ValueError):
         where = f"{path}:{line}" if line is not None else str(path)
         what = f" (entry {entry})" if entry else ""
         super().__init__(f"{where}{what}: {message}")
-        self.path, self.line, self.entry = Path(path), line, entry
+        self.path, self.line, self.entry, self.message = Path(path), line, entry, message
+
+    def short(self) -> str:
+        """The message with the file named by its name alone (for generated text: no machine's paths)."""
+        where = f"{self.path.name}:{self.line}" if self.line is not None else self.path.name
+        return f"{where}{f' (entry {self.entry})' if self.entry else ''}: {self.message}"
 
 
 def compose(path: Path) -> yaml.Node | None:

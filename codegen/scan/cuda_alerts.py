@@ -94,15 +94,27 @@ def calls(disassembly: Iterable[str], data: bytes) -> list[tuple[str, str]]:
     return found
 
 
+_KEPT = r">:$|lea[[:space:]].*\(%rip\)|movq?[[:space:]]+\$0x|" + CALLEE
+"""The lines :func:`calls` reads (function headers, string addresses and lengths, the calls), picked by grep from
+objdump's output before Python reads it: a tenth of the lines, and the scan several times as fast."""
+
+
 def scan_library(path: Path) -> list[tuple[str, str]]:
-    if shutil.which("objdump") is None:
-        raise ScanError("objdump (GNU binutils) is needed to read the libraries' code")
+    for tool in ("objdump", "grep"):
+        if shutil.which(tool) is None:
+            raise ScanError(f"{tool} is needed to read the libraries' code (objdump: GNU binutils)")
     data = path.read_bytes()
     with subprocess.Popen(["objdump", "-d", "-C", "--no-show-raw-insn", "-j", ".text", str(path)],
-                          stdout=subprocess.PIPE, text=True, errors="replace") as process:
-        found = calls(process.stdout or (), data)
-    if process.returncode:
-        raise ScanError(f"objdump failed on {path.name} ({process.returncode})")
+                          stdout=subprocess.PIPE) as dump, \
+            subprocess.Popen(["grep", "-E", _KEPT], stdin=dump.stdout, stdout=subprocess.PIPE, text=True,
+                             errors="replace") as kept:
+        if dump.stdout is not None:
+            dump.stdout.close()  # grep holds it: objdump sees a closed pipe if grep ends first
+        found = calls(kept.stdout or (), data)
+    if dump.returncode:
+        raise ScanError(f"objdump failed on {path.name} ({dump.returncode})")
+    if kept.returncode > 1:  # 1: no line matched
+        raise ScanError(f"grep failed on objdump's output of {path.name} ({kept.returncode})")
     return found
 
 

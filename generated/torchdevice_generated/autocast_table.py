@@ -125,3 +125,9 @@ POLICY: tuple[tuple[str, str, int, str, str], ...] = (
     ('vdot.default', 'promote', -1, '', ''),
 )
 """``(overload, policy, dtype position or -1 when keyword-only, overload redispatched to, CUDA's error)``."""
+
+from torchdevice.releases import apply as _apply_release  # noqa: E402
+
+_apply_release(globals())
+"""The installed release's values of the constants above, where its own files differ from the catalog's
+(``torchdevice_generated.releases``)."""

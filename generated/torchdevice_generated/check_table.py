@@ -140,3 +140,9 @@ MISSING_ON_MPS: dict[str, tuple[tuple[str, ...], bool, bool]] = {
 }
 """Public entry -> (the aten ops it reaches that have no MPS kernel, whether every op it reaches is one of
 them, whether each of them has a verified MLX route)."""
+
+from torchdevice.releases import apply as _apply_release  # noqa: E402
+
+_apply_release(globals())
+"""The installed release's values of the constants above, where its own files differ from the catalog's
+(``torchdevice_generated.releases``)."""

@@ -504,3 +504,9 @@ ALERTS: tuple[AlertRow, ...] = (
 )
 """One row per place CUDA's kernels call ``alertNotDeterministic``, in the overlay's order
 (:class:`~torchdevice.records.determinism.AlertRow`)."""
+
+from torchdevice.releases import apply as _apply_release  # noqa: E402
+
+_apply_release(globals())
+"""The installed release's values of the constants above, where its own files differ from the catalog's
+(``torchdevice_generated.releases``)."""

@@ -218,3 +218,9 @@ EMULATION = (
     EmulationRow(module='torch.cuda', path=(), attr='use_mem_pool', policy='unsupported', does='', value=None, why='memory pools are CUDA caching-allocator pools', is_class=False),
     EmulationRow(module='torch.cuda', path=(), attr='utilization', policy='unsupported', does='', value=None, why='NVML readings of a CUDA device', is_class=False),
 )
+
+from torchdevice.releases import apply as _apply_release  # noqa: E402
+
+_apply_release(globals())
+"""The installed release's values of the constants above, where its own files differ from the catalog's
+(``torchdevice_generated.releases``)."""

@@ -965,3 +965,9 @@ MLX_ROUTES: dict[str, str] = {
     'aten::where.self': 'where.self',
 }
 """Overload -> key of the verified MLX shim (``torchdevice_generated.mlx_shims.SHIMS``) that computes it."""
+
+from torchdevice.releases import apply as _apply_release  # noqa: E402
+
+_apply_release(globals())
+"""The installed release's values of the constants above, where its own files differ from the catalog's
+(``torchdevice_generated.releases``)."""

@@ -955,3 +955,9 @@ LIMITS: tuple[LimitRow, ...] = (
     ),
 )
 """One row per limit, in the overlay's order (:class:`~torchdevice.records.limits.LimitRow`)."""
+
+from torchdevice.releases import apply as _apply_release  # noqa: E402
+
+_apply_release(globals())
+"""The installed release's values of the constants above, where its own files differ from the catalog's
+(``torchdevice_generated.releases``)."""

@@ -88,8 +88,8 @@ def test_modules_and_gradients_live_on_the_device(mac):
 
 
 def test_every_overload_of_the_table_raises_mps_error():
-    """The simulated device lacks every overload the generated table lists, with MPS's own message."""
-    assert len(MISSING_ON_MPS) == 364
+    """The simulated device lacks every overload the generated table lists (the installed release's), with MPS's own
+    message."""
     sim = SimulatedKernels.apple()
     checked = 0
     for name in MISSING_ON_MPS:

@@ -1,12 +1,36 @@
-"""Tests that compare the installed torch with the catalog's scanned facts hold on the release the catalog was scanned
-from; on another (``make test-torch``) they skip, saying so."""
+"""The catalog's view of the installed release: tests that compare the installed torch with the scanned facts compare
+it with its own release's (``catalog/scanned/`` for the catalog's release, ``catalog/releases/`` for another known
+one); on a release the catalog does not know they skip, saying so."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
+import torch
 from torchdevice_generated import TORCH_VERSION
 
+from codegen.scan import release as scanned_release
 from torchdevice.releases import release
 
+ROOT = Path(__file__).resolve().parents[2]
+INSTALLED = next((v for v in (TORCH_VERSION, *scanned_release.known()) if release(v) == release()), None)
+"""The known release (its scanned version) the installed torch is; None if the catalog does not know it."""
+
 scanned_here = pytest.mark.skipif(release() != release(TORCH_VERSION),
-                                  reason=f"compares this torch with the catalog, scanned from torch {TORCH_VERSION}")
+                                  reason=f"compares this torch with facts only torch {TORCH_VERSION}'s files give")
+known_here = pytest.mark.skipif(INSTALLED is None,
+                                reason=f"torch {torch.__version__} is not a release the catalog has the facts of")
+
+
+@contextlib.contextmanager
+def installed_scanned() -> Iterator[Path]:
+    """The folder of the installed release's scanned files (its view, for a release other than the catalog's)."""
+    assert INSTALLED is not None
+    if INSTALLED == TORCH_VERSION:
+        yield ROOT / "catalog" / "scanned"
+    else:
+        with scanned_release.view(INSTALLED) as folder:
+            yield folder

@@ -1,9 +1,10 @@
-"""``torchdevice catalog stats [--json]`` and ``torchdevice catalog show NAME``.
+"""``torchdevice catalog stats [--json] [--torch X.Y]`` and ``torchdevice catalog show NAME [--torch X.Y]``.
 
 Reads the catalog as generated into the runtime package (``torchdevice_generated/catalog.jsonl``:
 a header line, then one JSON object per entry, ``limits_table.py``: MPS's limits of the overloads an entry
 is or reaches, and ``cuda_kernels_table.py``: the overloads CUDA lacks and its determinism alerts), never the YAML
-of a source tree.
+of a source tree; in the view of the installed release or, with ``--torch``, another known one
+(``catalog_releases.jsonl``: the rows that differ there; the tables through :func:`torchdevice.releases.value`).
 """
 
 from __future__ import annotations
@@ -27,10 +28,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
     stats.add_argument("--json", action="store_true", help="print one JSON object")
     show = sub.add_parser("show", help="print one entry")
     show.add_argument("name", help="qualified name, e.g. torch.zeros or torch.Tensor.to")
+    for each in (stats, show):
+        each.add_argument("--torch", metavar="X.Y", help="another known release's view (default: the installed "
+                          "torch's)")
 
 
 def run(args: argparse.Namespace) -> int:
-    header, entries = load()
+    from torchdevice import releases
+
+    try:
+        version = releases.resolve(args.torch) if args.torch else releases.facts_of()
+    except ValueError as exc:
+        print(f"torchdevice: {exc}", file=sys.stderr)
+        return 2
+    header, entries = load(version)
     if args.action == "stats":
         found = stats(header, entries)
         print(json.dumps(found, indent=2) if args.json else format_stats(found))
@@ -39,17 +50,29 @@ def run(args: argparse.Namespace) -> int:
     if args.name not in by_name:
         close = sorted(n for n in by_name if n.endswith("." + args.name.rpartition(".")[2]))[:10]
         hint = f"; did you mean: {', '.join(close)}" if close else ""
-        print(f"torchdevice: no catalog entry {args.name!r}{hint}", file=sys.stderr)
+        print(f"torchdevice: no catalog entry {args.name!r} in torch {version}{hint}", file=sys.stderr)
         return 1
-    print(format_entry(by_name[args.name]))
+    print(format_entry(by_name[args.name], version))
     return 0
 
 
-def load() -> tuple[dict[str, Any], list[CatalogRow]]:
-    """The generated catalog: its header and its entries, in catalog order."""
-    text = resources.files("torchdevice_generated").joinpath("catalog.jsonl").read_text(encoding="utf-8")
-    header, *lines = text.splitlines()
-    return json.loads(header), [CatalogRow.from_json(line) for line in lines]
+def load(version: str | None = None) -> tuple[dict[str, Any], list[CatalogRow]]:
+    """The generated catalog in known release ``version``'s view (default: the installed torch's): its header
+    (``torch_version`` that release) and its entries, in catalog order."""
+    from torchdevice import releases
+
+    version = version or releases.facts_of()
+    package = resources.files("torchdevice_generated")
+    header_line, *lines = package.joinpath("catalog.jsonl").read_text(encoding="utf-8").splitlines()
+    header = {**json.loads(header_line), "torch_version": version}
+    rows = {json.loads(line)["name"]: line for line in lines}
+    _, *changes = package.joinpath("catalog_releases.jsonl").read_text(encoding="utf-8").splitlines()
+    for line in changes:
+        change = json.loads(line)
+        if version in change["torch"]:
+            rows[change["name"]] = json.dumps(change["row"]) if change["row"] is not None else ""
+    entries = [CatalogRow.from_json(line) for line in rows.values() if line]
+    return header, sorted(entries, key=lambda e: e.name)
 
 
 def stats(header: dict[str, Any], entries: list[CatalogRow]) -> dict[str, Any]:
@@ -102,7 +125,17 @@ def format_stats(stats: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def format_entry(entry: CatalogRow) -> str:
+def _table(module: str, name: str, version: str | None) -> Any:
+    """A generated table's constant in known release ``version``'s view (default: the installed torch's)."""
+    import importlib
+
+    from torchdevice import releases
+
+    return releases.value(importlib.import_module(f"torchdevice_generated.{module}"), name,
+                          version or releases.facts_of())
+
+
+def format_entry(entry: CatalogRow, version: str | None = None) -> str:
     by = f" (torchdevice/runtime/{entry.by}.py)" if entry.by else ""
     rows = [
         ("name", entry.name), ("kind", entry.kind), ("module", entry.module),
@@ -115,16 +148,16 @@ def format_entry(entry: CatalogRow) -> str:
     for m in entry.mlx:
         routed = ", ".join(m.routed) or "none yet (not verified)"
         rows.append(("mlx", f"{m.key}: {m.mlx}; runs on MLX: {routed}"))
-    rows += [("mps limit", line) for line in limit_lines(entry)]
-    rows += [("cuda", line) for line in cuda_lines(entry)]
-    rows += [("cuda alert", line) for line in alert_lines(entry)]
+    rows += [("mps limit", line) for line in limit_lines(entry, version)]
+    rows += [("cuda", line) for line in cuda_lines(entry, version)]
+    rows += [("cuda alert", line) for line in alert_lines(entry, version)]
     rows += [("signature", s) for s in entry.signatures]
     return "\n".join(f"{k:<14} {v}" for k, v in rows)
 
 
-def limits_of(entry: CatalogRow) -> list[tuple[str, LimitRow]]:
+def limits_of(entry: CatalogRow, version: str | None = None) -> list[tuple[str, LimitRow]]:
     """MPS's limits of the overload the entry is, or of the overloads of the aten ops it reaches: (overload, row)."""
-    from torchdevice_generated.limits_table import LIMITS
+    LIMITS = _table("limits_table", "LIMITS", version)  # noqa: N806
 
     if entry.kind == "op_overload":
         wanted = {dispatcher_name(entry.name)}
@@ -134,11 +167,11 @@ def limits_of(entry: CatalogRow) -> list[tuple[str, LimitRow]]:
             if name != ANY and name.removeprefix("aten::").partition(".")[0] in ops]
 
 
-def limit_lines(entry: CatalogRow) -> list[str]:
+def limit_lines(entry: CatalogRow, version: str | None = None) -> list[str]:
     """One line per limit: the overload (for an entry reaching several), what MPS does, whether CUDA runs it and
     what the runtime does on a Mac."""
     lines = []
-    for name, row in limits_of(entry):
+    for name, row in limits_of(entry, version):
         where = "" if entry.kind == "op_overload" else f"{name}: "
         does = f"raises {row.raises}" if row.raises else "answers differently"
         if not row.cuda_runs:
@@ -161,11 +194,9 @@ def _reached(entry: CatalogRow, names: Iterable[str]) -> list[str]:
     return [n for n in names if n.removeprefix("aten::").partition(".")[0] in ops]
 
 
-def cuda_lines(entry: CatalogRow) -> list[str]:
+def cuda_lines(entry: CatalogRow, version: str | None = None) -> list[str]:
     """An overload's CUDA kernel, present or missing; for an entry reaching aten ops, the overloads CUDA lacks."""
-    from torchdevice_generated.cuda_kernels_table import MISSING_ON_CUDA
-
-    missing = _reached(entry, sorted(MISSING_ON_CUDA))
+    missing = _reached(entry, sorted(_table("cuda_kernels_table", "MISSING_ON_CUDA", version)))
     if entry.kind != "op_overload":
         return [f"{name}: no CUDA kernel (the CPU has one)" for name in missing]
     status = entry.kernels.get("cuda", "none")
@@ -176,12 +207,10 @@ def cuda_lines(entry: CatalogRow) -> list[str]:
     return [f"kernel {status}"]
 
 
-def alert_lines(entry: CatalogRow) -> list[str]:
+def alert_lines(entry: CatalogRow, version: str | None = None) -> list[str]:
     """One line per determinism alert of CUDA's kernels: the name torch's message starts with, when, where."""
-    from torchdevice_generated.cuda_kernels_table import ALERTS
-
     by_overload: dict[str, list[AlertRow]] = {}
-    for row in ALERTS:
+    for row in _table("cuda_kernels_table", "ALERTS", version):
         for name in row.overloads:
             by_overload.setdefault(name, []).append(row)
     lines = []

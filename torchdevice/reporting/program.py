@@ -184,16 +184,18 @@ def _content(document: dict[str, Any], path: Path) -> str:
 
 
 def versions() -> dict[str, str]:
-    """What the program ran with: torch, torchdevice, Python and the platform (its system and release, macOS's
-    version, the machine; not :func:`platform.platform`, which starts a process)."""
+    """What the program ran with: torch, the known release whose facts the runtime used (its own, or the newest
+    known's on a newer torch), torchdevice, Python and the platform (its system and release, macOS's version, the
+    machine; not :func:`platform.platform`, which starts a process)."""
     import torch
 
+    from torchdevice import releases
     from torchdevice.version import __version__
 
     uname = platform.uname()
     system = f"macOS {platform.mac_ver()[0]}" if uname.system == "Darwin" else f"{uname.system} {uname.release}"
-    return {"torch": str(torch.__version__), "torchdevice": __version__, "python": platform.python_version(),
-            "platform": f"{system} {uname.machine}"}
+    return {"torch": str(torch.__version__), "torch_facts": releases.facts_of(), "torchdevice": __version__,
+            "python": platform.python_version(), "platform": f"{system} {uname.machine}"}
 
 
 def _entry(session: Session) -> dict[str, Any]:

@@ -571,6 +571,11 @@ class Event(torch.Event):
     def device(self) -> torch.device:  # type: ignore[override]
         return self._device
 
+    @property
+    def cuda_event(self) -> int:
+        """A ``cudaEvent_t``: there is none (0)."""
+        return 0
+
     def record(self, stream: Any = None) -> None:
         self.em.synchronize()
         self._time_ns = time.perf_counter_ns()
@@ -610,11 +615,54 @@ class Stream:
 
     em: Emulation
 
+    _made = 0
+    """Streams made so far: each one's ``stream_id`` (the default stream's is 0, as CUDA's)."""
+
     def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
-        self.device_index = self.em.index(device)
-        self.device = self.em.shown
-        self.priority = priority
-        self.cuda_stream = 0
+        least, greatest = self.priority_range()
+        Stream._made += 1
+        self._index, self._shown, self._id = self.em.index(device), self.em.shown, Stream._made
+        self._priority = min(max(priority, greatest), least)  # CUDA clamps a priority into its range
+
+    @property
+    def device(self) -> torch.device:
+        return self._shown
+
+    @property
+    def device_index(self) -> int:
+        return self._index
+
+    @property
+    def device_type(self) -> int:
+        """The device type as C++ numbers it (``c10::DeviceType::CUDA``)."""
+        return 1
+
+    @property
+    def priority(self) -> int:
+        return self._priority
+
+    @property
+    def stream_id(self) -> int:
+        return self._id
+
+    @property
+    def cuda_stream(self) -> int:
+        """A ``cudaStream_t``: there is none (0, the null stream's)."""
+        return 0
+
+    @property
+    def native_handle(self) -> int:
+        return self.cuda_stream
+
+    @staticmethod
+    def priority_range() -> tuple[int, int]:
+        """(least, greatest): the range torch supports on CUDA (``c10/cuda/CUDAStream.h``: 0 to
+        ``1 - max_compile_time_stream_priorities``)."""
+        return (0, -3)
+
+    def is_capturing(self) -> bool:
+        """Whether a CUDA graph capture is under way (on this thread's stream)."""
+        return capturing()
 
     def wait_event(self, event: Event) -> None:
         event.wait(self)

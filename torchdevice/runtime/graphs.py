@@ -140,6 +140,35 @@ class CUDAGraph:
         with open(debug_path, "w", encoding="utf-8") as file:
             file.writelines(f"{func}\n" for func, *_ in self._calls)
 
+    def pools(self) -> list[tuple[int, int]]:
+        return [self.pool()]
+
+    @staticmethod
+    def get_currently_capturing_graph() -> CUDAGraph:
+        found = getattr(_CAPTURING, "graph", None)
+        if found is None:
+            raise RuntimeError("torchdevice: no CUDA graph capture is under way in this thread")
+        return found
+
+
+
+
+def _refusal(name: str) -> Any:
+    def refuse(self: CUDAGraph, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"torch.cuda.CUDAGraph.{name} is not supported by torchdevice: a recorded region "
+                                  "replays its calls as Python calls, without CUDA graph nodes, conditional nodes or "
+                                  "hooks")
+
+    refuse.__name__ = refuse.__qualname__ = name
+    return refuse
+
+
+for _name in ("begin_capture_to_if_node", "begin_capture_to_while_node", "end_capture_to_conditional_node",
+              "set_conditional_handle_for_current_node", "capture_end_pre", "capture_end_post",
+              "register_generator_state", "register_capture_start_hook", "register_capture_end_hook",
+              "register_post_instantiate_hook", "register_replay_start_hook", "register_replay_end_hook",
+              "register_destroy_callback", "retain_object"):  # torch 2.14's and 2.15's members
+    setattr(CUDAGraph, _name, _refusal(_name))
 
 @word
 class graph:
