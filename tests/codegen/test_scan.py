@@ -14,7 +14,8 @@ import pytest
 import torch
 import torch_lists
 import yaml
-from catalog_release import scanned_here
+from catalog_release import INSTALLED, installed_scanned, known_here, scanned_here
+from torchdevice_generated import TORCH_VERSION
 
 from codegen import scan
 from codegen.scan import kernels
@@ -59,17 +60,22 @@ def test_scanning_twice_gives_identical_bytes(scanned: Path, tmp_path: Path) -> 
     assert _files(tmp_path) == _files(scanned)
 
 
-@pytest.mark.skipif(
-    torch.version.cuda is not None or torch.backends.mps.is_built(),
-    reason="catalog/scanned is scanned from the CPU-only wheel; CUDA and MPS builds bind more classes",
-)
+@known_here
 def test_committed_catalog_is_fresh(scanned: Path) -> None:
-    committed, fresh = _files(scan.SCANNED_DIR), _files(scanned)
+    """What scanning the installed torch gives is its release's scanned files: ``catalog/scanned/`` (from 2.13's CPU
+    build) or, for another known release, its release file's view (from its CUDA build, PyPI's Linux wheel)."""
+    cuda_build = torch.version.cuda is not None or torch.backends.mps.is_built()
+    if cuda_build == (INSTALLED == TORCH_VERSION):
+        pytest.skip(f"torch {INSTALLED}'s files were scanned from its {'CPU' if cuda_build else 'CUDA'} build; "
+                    "the builds bind different classes")
+    with installed_scanned() as folder:
+        committed, fresh = _files(folder), _files(scanned)
     committed.pop(f"{scan.MPS_MESSAGES}.yaml")  # scanned from the macOS wheel: tests/codegen/test_limits_overlay.py
     committed.pop(f"{scan.CUDA_ALERTS}.yaml")  # from the CUDA wheel: tests/codegen/test_cuda_kernels_overlay.py
-    assert committed.keys() == fresh.keys(), "catalog/scanned is stale: run `python -m codegen.scan`"
+    fix = "python -m codegen.scan" if INSTALLED == TORCH_VERSION else f"make catalog-release TORCH={INSTALLED}"
+    assert committed.keys() == fresh.keys(), f"torch {INSTALLED}'s scanned files are stale: run `{fix}`"
     stale = [name for name in fresh if committed[name] != fresh[name]]
-    assert not stale, f"stale catalog files {stale}: run `python -m codegen.scan`"
+    assert not stale, f"stale catalog files {stale} of torch {INSTALLED}: run `{fix}`"
 
 
 def test_files_carry_the_header(scanned: Path) -> None:
