@@ -172,7 +172,8 @@ def saved_on_cpu_gradient(device_type: str) -> torch.Tensor:
 
 
 def forked(device_type: str | None) -> torch.Tensor:
-    with torch.random.fork_rng(device_type=device_type):
+    """``fork_rng`` of ``device_type``, or (None) of its default (torch 2.10's does not take None)."""
+    with torch.random.fork_rng(**({} if device_type is None else {"device_type": device_type})):
         torch.randn(4)
     return torch.randn(2)
 

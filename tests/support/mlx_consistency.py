@@ -57,8 +57,14 @@ EXPECTED_FAILURES = Path(__file__).parents[1] / "fallback" / "mlx_expected_failu
 
 @cache
 def expected_failures() -> dict[tuple[str, str], ExpectedFailure]:
-    """(overload, check) -> why it fails, from :data:`EXPECTED_FAILURES`."""
-    return load(EXPECTED_FAILURES)
+    """(overload, check) -> why it fails on the installed torch release, from :data:`EXPECTED_FAILURES` (each
+    record names the releases, ``2.10``..., it fails on)."""
+    from torchdevice.releases import TESTED, release
+
+    releases = tuple(f"{major}.{minor}" for major, minor in TESTED)
+    here = "{}.{}".format(*release())
+    return {case: failure for case, failure in load(EXPECTED_FAILURES, lists={"torch": releases}).items()
+            if here in failure.extra["torch"]}
 
 
 @cache

@@ -52,7 +52,7 @@ def public_names() -> frozenset[str]:
                   if not n.startswith("_") and inspect.isfunction(f) and f.__module__ == F.__name__}
         for namespace in WITH_ALL:
             module = importlib.import_module(namespace)
-            for n in (n for n in module.__all__ if not n.startswith("_")):
+            for n in (n for n in getattr(module, "__all__", ()) if not n.startswith("_")):  # torch.amp's: 2.11
                 obj = getattr(module, n, None)
                 if callable(obj) and not isinstance(obj, types.ModuleType) and _by_torch(obj):
                     names.add(f"{namespace}.{n}")
