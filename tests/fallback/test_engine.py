@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import traceback
-from pathlib import Path
 
+import mlx_consistency
 import pytest
 import torch
-import yaml
 from fallback_support import activated, engine, host, on, registered
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 from torch.utils import _pytree as pytree
@@ -284,8 +283,7 @@ def test_activate_with_prefer_mlx_registers_every_verified_shim():
     expected = set(MLX_ROUTES)  # every route reaches a backend kernel (tests/codegen/test_mlx_overlay.py)
     # every overload an MLX record covers is routed, but those whose route the consistency suite expects to fail
     covered = {dispatcher_name(e.name) for e in catalog.load()[1] if e.kind == "op_overload" and e.mlx}
-    failures = yaml.safe_load(Path(__file__).with_name("mlx_expected_failures.yaml").read_text()) or []
-    unrouted = {op for record in failures if "route" in record["checks"] for op in record["ops"]}
+    unrouted = {op for op, check in mlx_consistency.expected_failures() if check == "route"}
     assert expected == covered - unrouted and set(MLX_ROUTES.values()) <= set(SHIMS)
     patcher = Patcher()
     activate(patcher, for_name("cpu"), {"prefer_mlx": True})
