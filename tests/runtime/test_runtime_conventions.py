@@ -63,12 +63,14 @@ def test_wrappers_carry_what_they_wrap(on_cpu):
 
 
 @pytest.mark.processes
-@pytest.mark.parametrize(("version", "warned", "said"), [("2.99.0", False, "newer than the newest tested (2.15)"),
-                                                          ("2.9.1", True, "older than the oldest supported (2.10)")])
+@pytest.mark.parametrize(("version", "warned", "said"), [
+    ("2.99.0", False, "newer than the newest known release (2.15): the facts (entry points, kernel tables, MPS's "
+                      "messages, CUDA's alerts) are torch 2.15.0's"),
+    ("2.9.1", True, "older than the oldest supported release (2.10): the facts are torch 2.10.0's")])
 def test_a_torch_other_than_the_catalogs_release_is_said_once_where_its_facts_come_from(python, version, warned,
                                                                                           said):
-    """A newer release than the newest tested runs, said once at INFO; an older one than the oldest supported is
-    warned about once, at the caller's line."""
+    """A newer release than the newest known runs on the newest known's facts, said once at INFO; an older one than
+    the oldest supported is warned about once, at the caller's line."""
     probe = textwrap.dedent(f"""\
         import warnings, torch, torchdevice
         torch.__version__ = "{version}"
@@ -85,5 +87,5 @@ def test_a_torch_other_than_the_catalogs_release_is_said_once_where_its_facts_co
     count, *warnings = done.stdout.splitlines()
     assert count == f"{int(warned)} True", done.stdout
     said_where = warnings if warned else done.stderr.splitlines()
-    lines = [line for line in said_where if f"torch {version}: the catalog's facts" in line]
+    lines = [line for line in said_where if f"torch {version} is " in line]
     assert len(lines) == 1 and said in lines[0], (done.stdout, done.stderr)
