@@ -45,7 +45,7 @@ from codegen.overlays.standins import StandinRule
 from codegen.scan import release as scanned_release
 from codegen.schema import CatalogError
 from codegen.signatures import parse
-from torchdevice.records import BACKENDS, aten_entry, aten_op, is_aten_entry
+from torchdevice.records import BACKENDS, PACKAGE_DIR, aten_entry, aten_op, is_aten_entry
 from torchdevice.records.rewrite import RewriteRule
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,17 +69,20 @@ SPARSE_CSR_CUDA = "sparse_csr_cuda"
 FACTS = (AUTOCAST, SPARSE_MPS, SPARSE_CSR_CUDA)
 
 
-def load(catalog_dir: Path = CATALOG_DIR, release: str | None = None) -> Catalog:
+def load(catalog_dir: Path = CATALOG_DIR, release: str | None = None, scanned: Path | None = None) -> Catalog:
     """Read the scanned catalog, apply measured status and overlays; raise CatalogError on bad data.
 
     The overlays are written for every known release: a record may name an entry only another release has
     (``catalog/releases/``). With ``release`` (``"2.10.0"``), that release's view: its scanned files, with the
     overlays. An overlay record that does not hold there (an overload it lacks, a message its macOS wheel lacks, an
-    alert its CUDA wheel does not raise) is named in ``Catalog.differs`` (see :class:`_View`)."""
+    alert its CUDA wheel does not raise) is named in ``Catalog.differs`` (see :class:`_View`). With ``scanned`` too,
+    the release's scanned files are that folder's (a release the catalog does not know: :mod:`codegen.unknown`)."""
     others = _other_releases(catalog_dir / "releases")
     if release is None:
         return _load(catalog_dir, catalog_dir / "scanned", others, strict=True)
     _, own = _load_scanned(catalog_dir / "scanned")
+    if scanned is not None:
+        return _load(catalog_dir, scanned, [*others, *own], strict=False)
     try:
         with scanned_release.view(release, catalog_dir / "scanned", catalog_dir / "releases") as scanned:
             return _load(catalog_dir, scanned, [*others, *own], strict=False)
@@ -598,7 +601,7 @@ def load_list(path: Path, cls: type, known: dict[str, Entry]) -> tuple[Any, ...]
     return tuple(records)
 
 
-STANDIN_PACKAGES = ROOT / "torchdevice" / "standins" / "packages"
+STANDIN_PACKAGES = PACKAGE_DIR / "standins" / "packages"
 
 
 def load_standins(path: Path, packages_dir: Path = STANDIN_PACKAGES) -> tuple[StandinRecord, ...]:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
+from pathlib import Path
 from typing import Any
 
 from codegen.load import load
@@ -46,14 +47,16 @@ def releases(files: dict[str, str], render: Callable[[Any], dict[str, str]]) -> 
     The releases are rendered side by side, one process each (as many at once as there are cores)."""
     versions = known()
     if len(versions) < 2:
-        return tuple(_release(v, files, render) for v in versions)
+        return tuple(changes_of(v, files, render) for v in versions)
     with ProcessPoolExecutor(min(len(versions), os.cpu_count() or 1), mp_context=get_context("spawn")) as pool:
-        return tuple(pool.map(_release, versions, [files] * len(versions), [render] * len(versions)))
+        return tuple(pool.map(changes_of, versions, [files] * len(versions), [render] * len(versions)))
 
 
-def _release(version: str, files: dict[str, str], render: Callable[[Any], dict[str, str]]) -> Release:
-    """One release's changes (see :func:`releases`)."""
-    catalog = load(release=version)
+def changes_of(version: str, files: dict[str, str], render: Callable[[Any], dict[str, str]],
+             scanned: Path | None = None) -> Release:
+    """One release's changes (see :func:`releases`); ``scanned``: its scanned files, where the catalog does not
+    know it (:mod:`codegen.unknown`)."""
+    catalog = load(release=version, scanned=scanned)
     theirs = render(plan(catalog))
     changes: list[tuple[str, str]] = []
     imports: set[tuple[str, str]] = set()

@@ -15,12 +15,11 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
 from typing import Any, Literal
 
-from torchdevice.records import WORD_MODULES
+from torchdevice.records import PACKAGE_DIR, WORD_MODULES
 
-RUNTIME = Path(__file__).resolve().parents[2] / "torchdevice" / "runtime"
+RUNTIME = PACKAGE_DIR / "runtime"
 
 
 @cache

@@ -19,6 +19,7 @@ from email.parser import Parser
 from pathlib import Path
 
 import pytest
+from catalog_release import unknown_release
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -88,6 +89,11 @@ def test_wheel_holds_every_subpackage_and_data_file_and_no_dev_tool(wheel: Path)
             "torchdevice.pth", "_torchdevice_startup.py",
             "torchdevice/simulated/backend.cpp"} <= set(names)  # the default target's backend, built at first use
     assert not [n for n in names if n.split("/")[0] in ("codegen", "tests", "catalog", "bench", "examples")]
+    # the toolchain that scans a torch newer than the newest known, beside the runtime (not a top-level package)
+    toolchain = {n for n in names if n.startswith("torchdevice/_toolchain/")}
+    assert {"torchdevice/_toolchain/codegen/unknown.py", "torchdevice/_toolchain/catalog/scanned/torch.yaml",
+            "torchdevice/_toolchain/codegen/templates/torchdevice_generated/releases.py.j2"} <= toolchain
+    assert not [n for n in toolchain if "__pycache__" in n]
     metadata = next(n for n in names if n.endswith(".dist-info/METADATA"))
     headers = Parser().parsestr(zipfile.ZipFile(wheel).read(metadata).decode())
     assert headers["Name"] == "torchdevice-toolkit"
@@ -125,6 +131,23 @@ def test_installed_commands_work_without_the_source_tree(installed: Path, tmp_pa
     doctor = run(installed, "torchdevice", "doctor", "--json", cwd=tmp_path)
     assert doctor.returncode == 0, doctor.stderr
     assert json.loads(doctor.stdout)["target"] == "cpu"
+
+
+@pytest.mark.processes
+def test_the_installed_wheel_scans_a_release_it_does_not_know_with_the_toolchain_it_carries(installed: Path,
+                                                                                            tmp_path: Path):
+    env, newest = unknown_release(tmp_path / "unknown")
+    program = tmp_path / "train.py"
+    program.write_text(CUDA_PROGRAM)
+    command = [str(installed / "torchdevice"), "run", "train.py"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **env, "TORCHDEVICE_LOG": "info", "TORCHDEVICE_TARGET": "cpu"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["cpu", "True", "1"]
+    assert "scanning its own files into" in done.stderr, done.stderr
+    assert (f"its entry points, kernel tables and autocast lists are its own (scanned at first use into "
+            f"{tmp_path / 'unknown' / 'cache' / 'releases'}") in done.stderr, done.stderr
+    assert f"MPS's messages and CUDA's alerts are torch {newest}'s" in done.stderr
 
 
 @pytest.mark.processes

@@ -1,18 +1,18 @@
 """The release tier's own programs (``make test-torch TORCH=2.x`` runs them with the fast tier and the other tests
 marked ``release``): the example GPT written for CUDA, under ``torchdevice run`` on each target, gives the losses its
 CPU-written twin gives when run plainly on the same torch release; and so it does when the installed release is one
-torchdevice does not know (newer than the newest it knows), which runs on the newest known release's facts."""
+torchdevice does not know (newer than the newest it knows), whose own files are then scanned at first use (MPS's
+messages and CUDA's alerts the newest known release's)."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-import torchdevice_generated
+from catalog_release import unknown_release
 from dist_jobs import ROOT, run
 
 from torchdevice import releases
@@ -48,27 +48,45 @@ def test_the_gpt_example_gives_the_native_losses_of_this_release(native, target,
 
 @pytest.fixture(scope="module")
 def unknown(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], str]:
-    """The environment of a torchdevice that does not know the installed release (a copy of its generated package
-    whose known releases stop before this one, first on the path), and the newest release it knows."""
-    here = releases.release()
-    older = [v for v in releases.known().values() if releases.release(v) < here]
-    if not older:
-        pytest.skip(f"no known release is older than torch {torch.__version__}")
-    folder = tmp_path_factory.mktemp("unknown") / "torchdevice_generated"
-    shutil.copytree(Path(torchdevice_generated.__file__).parent, folder, ignore=shutil.ignore_patterns("__pycache__"))
-    with (folder / "releases.py").open("a", encoding="utf-8") as f:
-        f.write(f"\nKNOWN = {tuple(older)!r}\nCHANGES = {{v: c for v, c in CHANGES.items() if v in KNOWN}}\n")
-    return {"PYTHONPATH": os.pathsep.join(filter(None, (str(folder.parent), os.environ.get("PYTHONPATH"))))}, older[-1]
+    return unknown_release(tmp_path_factory.mktemp("unknown"))
 
 
-def test_doctor_says_an_unknown_release_runs_on_the_newest_knowns_facts(unknown):
-    env, newest = unknown
-    done = run([sys.executable, "-m", "torchdevice", "doctor"], timeout=120, env=env)
+def doctor(env: dict[str, str]) -> tuple[str, str]:
+    """``torchdevice doctor``'s facts line, and what it said at INFO."""
+    done = run([sys.executable, "-m", "torchdevice", "doctor"], timeout=300, env={**env, "TORCHDEVICE_LOG": "info"})
     assert done.returncode == 0, done.output
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("facts: ")]
+    return line, done.stderr
+
+
+def test_an_unknown_release_is_scanned_at_its_first_use_and_said(tmp_path):
+    env, newest = unknown_release(tmp_path)
     major, minor = releases.release(newest)
-    assert (f"facts: torch {torch.__version__} is newer than the newest known release ({major}.{minor}): the facts "
-            f"(entry points, kernel tables, MPS's messages, CUDA's alerts) are torch {newest}'s") in done.stdout, \
-        done.output
+    line, said = doctor(env)
+    newer = f"facts: torch {torch.__version__} is newer than the newest known release ({major}.{minor})"
+    cache = Path(env["TORCHDEVICE_CACHE_DIR"]) / "releases"
+    assert line.startswith(f"{newer}: its entry points, kernel tables and autocast lists are its own (scanned at "
+                           f"first use into {cache}{os.sep}torch-{torch.__version__}-"), line
+    assert line.endswith(f".py); MPS's messages and CUDA's alerts are torch {newest}'s"), line
+    assert f"scanning its own files into {cache} (once per torch and torchdevice" in said, said
+    assert f"scanned torch {torch.__version__}'s own files in " in said, said
+    again, said = doctor(env)  # a later process reads the scan
+    assert again == line
+    assert "scann" not in said, said
+
+
+def test_a_scan_that_failed_is_said_and_not_tried_again(tmp_path):
+    env, newest = unknown_release(tmp_path, drop=("catalog.jsonl",))  # what the scan compares its catalog rows with
+    major, minor = releases.release(newest)
+    line, said = doctor(env)
+    assert line.startswith(f"facts: torch {torch.__version__} is newer than the newest known release ({major}.{minor})"
+                           f": the facts (entry points, kernel tables, MPS's messages, CUDA's alerts) are torch "
+                           f"{newest}'s; its own could not be scanned: its scan failed: KeyError: "
+                           "'torchdevice_generated/catalog.jsonl'"), line
+    assert "; the newest known release's facts are used" in said, said
+    again, said = doctor(env)
+    assert again == line
+    assert "scann" not in said, said
 
 
 @pytest.mark.parametrize(("target", "rtol", "atol"), [(None, 2e-3, 1e-4), ("mps-sim", 2e-3, 1e-4)])

@@ -65,12 +65,14 @@ def test_wrappers_carry_what_they_wrap(on_cpu):
 @pytest.mark.processes
 @pytest.mark.parametrize(("version", "warned", "said"), [
     ("2.99.0", False, "newer than the newest known release (2.15): the facts (entry points, kernel tables, MPS's "
-                      "messages, CUDA's alerts) are torch 2.15.0's"),
+                      "messages, CUDA's alerts) are torch 2.15.0's; its own could not be scanned: no user cache "
+                      "directory to keep its scan in"),
     ("2.9.1", True, "older than the oldest supported release (2.10): the facts are torch 2.10.0's")])
 def test_a_torch_other_than_the_catalogs_release_is_said_once_where_its_facts_come_from(python, version, warned,
                                                                                           said):
-    """A newer release than the newest known runs on the newest known's facts, said once at INFO; an older one than
-    the oldest supported is warned about once, at the caller's line."""
+    """A newer release than the newest known, where its own files cannot be scanned (no cache directory: the scan is
+    tests/releases'), runs on the newest known's facts, said once at INFO with why; an older one than the oldest
+    supported is warned about once, at the caller's line."""
     probe = textwrap.dedent(f"""\
         import warnings, torch, torchdevice
         torch.__version__ = "{version}"
@@ -82,7 +84,7 @@ def test_a_torch_other_than_the_catalogs_release_is_said_once_where_its_facts_co
         print(len(caught), all(w.filename.endswith("<string>") for w in caught))
         print(*(w.message for w in caught), sep="\\n")
     """)
-    done = python("-c", probe, env={"TORCHDEVICE_LOG": "info"})
+    done = python("-c", probe, env={"TORCHDEVICE_LOG": "info", "TORCHDEVICE_CACHE_DIR": "", "HOME": ""})
     assert done.returncode == 0, done.stderr
     count, *warnings = done.stdout.splitlines()
     assert count == f"{int(warned)} True", done.stdout

@@ -71,6 +71,8 @@ def load(version: str | None = None) -> tuple[dict[str, Any], list[CatalogRow]]:
         change = json.loads(line)
         if version in change["torch"]:
             rows[change["name"]] = json.dumps(change["row"]) if change["row"] is not None else ""
+    if version == releases.scanned().get("VERSION"):  # the installed release, scanned at its first use
+        rows.update((name, "" if row == "null" else row) for name, row in releases.scanned()["ROWS"].items())
     entries = [CatalogRow.from_json(line) for line in rows.values() if line]
     return header, sorted(entries, key=lambda e: e.name)
 

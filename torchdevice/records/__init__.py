@@ -13,7 +13,12 @@ import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NamedTuple
+
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+"""The ``torchdevice`` package's folder: the sources codegen reads (the runtime's words, the stand-ins), wherever it
+runs (a source checkout, or the toolchain an installed wheel carries)."""
 
 BACKENDS = ("cpu", "cuda", "mps")
 """The backends whose kernels the catalog records for every aten op."""

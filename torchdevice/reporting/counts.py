@@ -2,7 +2,7 @@
 route.
 
 The hot paths only bump counters; logging happens once per distinct (op, route), at INFO on the
-``torchdevice`` logger (shown with ``TORCHDEVICE_LOG=info``, see :func:`configure_logging`). The report
+``torchdevice`` logger (shown with ``TORCHDEVICE_LOG=info``, see :func:`torchdevice.logs.configure_logging`). The report
 of a whole program (``torchdevice run --report``) is made of these counters, one set per process
 (:mod:`torchdevice.reporting.program`).
 """
@@ -10,16 +10,11 @@ of a whole program (``torchdevice run --report``) is made of these counters, one
 from __future__ import annotations
 
 import logging
-import os
-import sys
 import threading
-import warnings
 from collections import Counter, defaultdict
 from collections.abc import Callable
 
 log = logging.getLogger("torchdevice")
-
-_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 redirects: Counter[tuple[str, str]] = Counter()
 fallbacks: Counter[tuple[str, str]] = Counter()
@@ -107,28 +102,6 @@ def flush() -> None:
 def target() -> str:
     """The device type ``"cuda"`` is redirected to now (``"cuda"`` itself when nothing is installed)."""
     return _open[-1].route.partition("->")[2] if _open else "cuda"
-
-
-def configure_logging() -> None:
-    """``TORCHDEVICE_LOG=info`` (any level name, any case): print the ``torchdevice`` logger's records
-    of that level and above on stderr, once, not also through the root logger. An unknown level is
-    warned about and ignored: a setting must never stop the program."""
-    name = os.environ.get("TORCHDEVICE_LOG", "").strip().upper()
-    if not name:
-        return
-    if name not in _LEVELS:
-        from torchdevice.callers import outside
-
-        warnings.warn(f"torchdevice: TORCHDEVICE_LOG={os.environ['TORCHDEVICE_LOG']!r} is not a logging level "
-                      f"({', '.join(level.lower() for level in _LEVELS)}); ignored", stacklevel=outside())
-        return
-    log.setLevel(name)
-    log.propagate = False
-    if not any(getattr(h, "torchdevice", False) for h in log.handlers):
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("torchdevice: %(message)s"))
-        handler.torchdevice = True  # type: ignore[attr-defined]
-        log.addHandler(handler)
 
 
 def record_fallback(op: str, route: str, seconds: float = 0.0, why: str | Callable[[], str] = "") -> None:

@@ -30,9 +30,9 @@ from torchdevice.callers import outside, patch_warning_places
 from torchdevice.device import gpus
 from torchdevice.device.gpus import Gpu
 from torchdevice.device.target import SIMULATED, SIMULATED_CUDA, SIMULATED_MPS, TARGETS, Target, for_name
+from torchdevice.logs import configure_logging
 from torchdevice.patching import Patcher
 from torchdevice.records import HAND_WRITTEN
-from torchdevice.reporting.counts import configure_logging
 from torchdevice.runtime import bindings, device_classes, processes, triton_interpreter
 from torchdevice.runtime.compilers import Compilers
 from torchdevice.runtime.device_maps import resolve_devices

@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 from torchdevice.cachedir import user_cache_dir
+from torchdevice.logs import say
 
 log = logging.getLogger("torchdevice")
 
@@ -104,7 +105,7 @@ def _build(name: str, directory: Path, failed: Path) -> str | None:
     """Build the backend into ``directory`` with torch's ``cpp_extension`` (imported only here: on a CUDA build of
     torch its import warns where there is no CUDA), saying so and how long it took; why not, remembered in
     ``failed``, where the build fails."""
-    _say(f"building the simulated devices' compiled backend in {directory} (once per torch and Python; about 30 s)")
+    say(f"building the simulated devices' compiled backend in {directory} (once per torch and Python; about 30 s)")
     start = time.monotonic()
     quiet = logging.getLogger("torch.utils.cpp_extension")
     level = quiet.level
@@ -121,7 +122,7 @@ def _build(name: str, directory: Path, failed: Path) -> str | None:
         return why
     finally:
         quiet.setLevel(level)
-    _say(f"built the simulated devices' compiled backend in {time.monotonic() - start:.1f} s")
+    say(f"built the simulated devices' compiled backend in {time.monotonic() - start:.1f} s")
     return None
 
 
@@ -129,13 +130,6 @@ def first_error(output: str) -> str:
     """The compiler's first error in a build's output (``file:line:col: error: ...``), else its first line."""
     lines = [line.strip() for line in output.strip().splitlines() if line.strip()]
     return next((line for line in lines if "error:" in line), lines[0] if lines else "")
-
-
-def _say(message: str) -> None:
-    """At INFO, and on a terminal's stderr whatever the log level (a build's tens of seconds are not silent)."""
-    log.info("%s", message)
-    if sys.stderr is not None and sys.stderr.isatty() and not log.isEnabledFor(logging.INFO):
-        print(f"torchdevice: {message}", file=sys.stderr, flush=True)
 
 
 def _suffix() -> str:
