@@ -19,6 +19,7 @@ from typing import Any, get_args
 import yaml
 
 from codegen import schema
+from codegen.files import AUTOCAST, CATALOG_DIR, CUDA_ALERTS, FACTS, MPS_MESSAGES, SPARSE_CSR_CUDA, SPARSE_MPS
 from codegen.model import (
     MEASURED,
     AlertRecord,
@@ -48,25 +49,11 @@ from codegen.signatures import parse
 from torchdevice.records import BACKENDS, PACKAGE_DIR, aten_entry, aten_op, is_aten_entry
 from torchdevice.records.rewrite import RewriteRule
 
-ROOT = Path(__file__).resolve().parent.parent
-CATALOG_DIR = ROOT / "catalog"
-
 SCANNED_KEYS = ("name", "kind", "module", "signatures", "device_params", "aten", "kernels")
 PER_ENTRY: dict[str, type] = {"cuda": CudaRule, "devices": DeviceRule}
 """Overlay files mapping torch names to records: stem -> record class, attached as ``Entry.<stem>``."""
 GLOBS = ("devices",)
 """Overlays whose keys may be globs (``torch.nn.*``) as well as names."""
-AUTOCAST = "autocast"
-"""The scanned file of CUDA's autocast policy: facts about aten overloads, not entries."""
-MPS_MESSAGES = "mps_messages"
-"""The scanned file of MPS's messages (from torch's macOS wheel): the texts limits.yaml's messages are made of."""
-CUDA_ALERTS = "cuda_alerts"
-"""The scanned file of CUDA's determinism alerts (from torch's CUDA wheel): the calls cuda_kernels.yaml curates."""
-SPARSE_MPS = "sparse_mps"
-"""The scanned file of the overloads MPS has a sparse COO kernel of: facts about aten overloads, not entries."""
-SPARSE_CSR_CUDA = "sparse_csr_cuda"
-"""The scanned file of the overloads CUDA has a sparse compressed kernel of (``SparseCsrCUDA``)."""
-FACTS = (AUTOCAST, SPARSE_MPS, SPARSE_CSR_CUDA)
 
 
 def load(catalog_dir: Path = CATALOG_DIR, release: str | None = None, scanned: Path | None = None) -> Catalog:

@@ -17,11 +17,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from codegen.files import ROOT, STATUS_FILE
 from codegen.model import MEASURED
 from torchdevice import atomic
 
-ROOT = Path(__file__).resolve().parent.parent
-STATUS_FILE = ROOT / "catalog" / "status.yaml"
 TAG = "torchdevice-status"
 
 

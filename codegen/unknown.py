@@ -18,9 +18,10 @@ from pathlib import Path
 
 import yaml
 
+from codegen.files import CUDA_ALERTS, MPS_MESSAGES, SCANNED_DIR
 from codegen.releases import Release, changes_of
 from codegen.render import render_all
-from codegen.scan import CUDA_ALERTS, MPS_MESSAGES, SCANNED_DIR, cuda_alerts, mps_messages, scan, torch_version
+from codegen.scan import cuda_alerts, mps_messages, scan, torch_version
 from codegen.scan import release as scanned_release
 from codegen.schema import CatalogError
 from torchdevice import atomic

@@ -21,25 +21,9 @@ from typing import Any
 import torch
 from torchgen.model import DispatchKey
 
+from codegen.files import AUTOCAST, CUDA_ALERTS, MPS_MESSAGES, SCANNED_DIR, SPARSE_CSR_CUDA, SPARSE_MPS
 from codegen.scan import aten, autocast, kernels, walk, write
 from codegen.scan.records import record
-
-ROOT = Path(__file__).resolve().parents[2]
-SCANNED_DIR = ROOT / "catalog" / "scanned"
-AUTOCAST = "autocast"
-"""The scanned file (``autocast.yaml``) holding CUDA's autocast policy, not catalog entries."""
-MPS_MESSAGES = "mps_messages"
-"""The scanned file of MPS's messages (:mod:`~codegen.scan.mps_messages`), scanned from the macOS wheel, not the
-installed torch: kept as it is."""
-CUDA_ALERTS = "cuda_alerts"
-"""The scanned file of CUDA's determinism alerts (:mod:`~codegen.scan.cuda_alerts`), scanned from torch's CUDA wheel:
-kept as it is."""
-SPARSE_MPS = "sparse_mps"
-"""The scanned file (``sparse_mps.yaml``) listing the overloads MPS has a sparse COO kernel of, not catalog entries."""
-SPARSE_CSR_CUDA = "sparse_csr_cuda"
-"""The scanned file (``sparse_csr_cuda.yaml``) listing the overloads CUDA has a sparse compressed kernel of."""
-FACTS = (AUTOCAST, SPARSE_MPS, SPARSE_CSR_CUDA)
-"""The scanned files of facts about aten overloads rather than catalog entries."""
 
 
 def torch_version() -> str:

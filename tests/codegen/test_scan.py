@@ -17,7 +17,7 @@ import yaml
 from catalog_release import INSTALLED, installed_scanned, known_here, scanned_here
 from torchdevice_generated import TORCH_VERSION
 
-from codegen import scan
+from codegen import files, scan
 from codegen.scan import kernels
 from codegen.scan.records import KEYS
 from torchdevice.records import aten_key, dispatcher_name
@@ -40,7 +40,7 @@ def records(scanned: Path) -> dict[str, dict[str, Any]]:
     for path in sorted(scanned.glob("*.yaml")):
         doc = yaml.load(path.read_text(encoding="utf-8"), Loader=LOADER)
         assert doc["group"] == path.stem and doc["torch_version"] == scan.torch_version()
-        if path.stem in scan.FACTS:
+        if path.stem in files.FACTS:
             continue  # facts about aten overloads, not entries (test_autocast_scan.py, test_sparse_scan.py)
         names = [r["name"] for r in doc["entries"]]
         assert names == sorted(names), path.name
@@ -70,8 +70,8 @@ def test_committed_catalog_is_fresh(scanned: Path) -> None:
                     "the builds bind different classes")
     with installed_scanned() as folder:
         committed, fresh = _files(folder), _files(scanned)
-    committed.pop(f"{scan.MPS_MESSAGES}.yaml")  # scanned from the macOS wheel: tests/codegen/test_limits_overlay.py
-    committed.pop(f"{scan.CUDA_ALERTS}.yaml")  # from the CUDA wheel: tests/codegen/test_cuda_kernels_overlay.py
+    committed.pop(f"{files.MPS_MESSAGES}.yaml")  # scanned from the macOS wheel: tests/codegen/test_limits_overlay.py
+    committed.pop(f"{files.CUDA_ALERTS}.yaml")  # from the CUDA wheel: tests/codegen/test_cuda_kernels_overlay.py
     fix = "python -m codegen.scan" if INSTALLED == TORCH_VERSION else f"make catalog-release TORCH={INSTALLED}"
     assert committed.keys() == fresh.keys(), f"torch {INSTALLED}'s scanned files are stale: run `{fix}`"
     stale = [name for name in fresh if committed[name] != fresh[name]]
