@@ -158,7 +158,7 @@ def test_memory_counts_as_cudas_caching_allocator():
 
 def test_a_batch_size_finder_halves_until_the_batch_fits_the_card():
     """What accelerate's find_executable_batch_size does: try, catch CUDA's out-of-memory error, halve."""
-    with torchdevice.installed("cuda-sim", gpu_memory="16MiB"):
+    with torchdevice.installed("cuda-sim", gpu_memory="32MiB"):  # the 4 MiB weight takes a 20 MiB segment
         model = torch.nn.Linear(1024, 1024).cuda()
         tried = []
         batch = 4096
@@ -169,7 +169,7 @@ def test_a_batch_size_finder_halves_until_the_batch_fits_the_card():
                 break
             except torch.cuda.OutOfMemoryError:
                 batch //= 2
-        assert tried[0] == 4096 and 1 < len(tried) and tried[-1] * 1024 * 4 < 16 << 20
+        assert tried[0] == 4096 and 1 < len(tried) and tried[-1] * 1024 * 4 < 32 << 20
 
 
 @pytest.mark.parametrize("card", ["A100-40GB", "T4"])
@@ -317,8 +317,12 @@ def test_a_gpu_after_the_simulated_mac_counts_its_memory_as_cuda_does():
     with torchdevice.installed("mps-sim"):
         kept = torch.empty(1000, device="cuda")  # 4,000 bytes, counted byte for byte on a Mac
     with torchdevice.installed("cuda-sim"):
+        before = torch.cuda.memory_allocated()
+        assert torch.cuda.max_memory_allocated() == before  # a new installation's peaks start from what is live
+        made = torch.empty(1000, device="cuda")
+        assert torch.cuda.memory_allocated() - before == 4096  # CUDA's 512-byte blocks, not the Mac's 4,000 bytes
         assert torch.cuda.memory_reserved() % (2 << 20) == 0 and torch.cuda.memory_reserved() > 0
-        assert torch.cuda.max_memory_allocated() == torch.cuda.memory_allocated()
+        del made
     del kept
 
 

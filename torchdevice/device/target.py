@@ -44,6 +44,16 @@ class OwnDevices(Protocol):
 
     def empty_cache(self, index: int) -> None: ...
 
+    def allocator_stats(self, index: int) -> list[int]:
+        """A GPU's: CUDA's caching allocator's statistics in one row (``simulated/caching_allocator.h``)."""
+
+    def allocator_snapshot(self, index: int) -> list[int]:
+        """A GPU's: its segments and their blocks in one row, likewise."""
+
+    def reset_accumulated(self, index: int) -> None: ...
+
+    def set_memory_fraction(self, index: int, fraction: float) -> None: ...
+
     def select(self, index: int) -> None:
         """Make device ``index`` this thread's current one."""
 

@@ -43,12 +43,16 @@ from torchdevice.device.aten import cpp_device
 from torchdevice.device.host import system_memory
 from torchdevice.device.placement import invalid_ordinal
 from torchdevice.device.residence import device_index
+from torchdevice.runtime import cuda_memory
 from torchdevice.runtime.graphs import CUDAGraph, capturing, graph, graph_pool_handle, make_graphed_callables
 from torchdevice.runtime.vocabulary import WORDS, builder, word
 
 if TYPE_CHECKING:
     from torchdevice.runtime.installation import Installation
 
+
+_CUDA_SUMMARY = torch.cuda.memory.memory_summary
+"""torch's own ``memory_summary``: CUDA's table, of what ``torch.cuda.memory.memory_stats`` gives."""
 
 for _graphs in (CUDAGraph, graph, graph_pool_handle, make_graphed_callables, capturing):
     assert _graphs.__name__ in WORDS  # :mod:`.graphs`' words, found here by name
@@ -306,9 +310,17 @@ class Emulation:
         elif not self.on_mps:
             self.installation.ledger.reset_peak(self.index(device))
 
+    def _caching(self) -> bool:
+        """Whether the target's memory is CUDA's caching allocator's (a simulated GPU's)."""
+        return self.own is not None and self.gpu is not None
+
     @word
     def memory_stats(self, device: Any = None) -> dict[str, int]:
-        """The allocator statistics that have a counterpart on the target (current and peak bytes)."""
+        """A simulated GPU's: CUDA's (:mod:`.cuda_memory`); elsewhere the allocator statistics that have a
+        counterpart on the target (current and peak bytes)."""
+        if self._caching():
+            assert self.own is not None
+            return cuda_memory.flat(self.own.allocator_stats(self.index(device)))
         current = {"allocated_bytes": self.memory_allocated(device), "reserved_bytes": self.memory_reserved(device),
                    "active_bytes": self.memory_allocated(device)}
         peak = {"allocated_bytes": self.max_memory_allocated(device),
@@ -325,6 +337,9 @@ class Emulation:
 
     @word
     def memory_stats_as_nested_dict(self, device: Any = None) -> dict[str, Any]:
+        if self._caching():
+            assert self.own is not None
+            return cuda_memory.nested(self.own.allocator_stats(self.index(device)))
         nested: dict[str, Any] = {}
         for key, value in self.memory_stats(device).items():
             *path, leaf = key.split(".")
@@ -336,6 +351,10 @@ class Emulation:
 
     @word
     def memory_summary(self, device: Any = None, abbreviated: bool = False) -> str:
+        """A simulated GPU's: torch's own table of CUDA's statistics (it reads them through
+        ``torch.cuda.memory.memory_stats``, this emulation's); elsewhere the statistics the target has, listed."""
+        if self._caching():
+            return _CUDA_SUMMARY(self.index(device), abbreviated)
         lines = [f"torchdevice memory summary (CUDA emulated on {self.shown.type})"]
         lines += [f"  {key:<32} {value:>16,}" for key, value in self.memory_stats(device).items()]
         return "\n".join(lines)
@@ -353,6 +372,22 @@ class Emulation:
         return system_memory()
 
     @word
+    def memory_snapshot(self) -> list[dict[str, Any]]:
+        """A simulated GPU's segments and blocks, as CUDA's snapshot has them, of every device; none elsewhere."""
+        if not self._caching():
+            return []
+        assert self.own is not None
+        return [s for i in range(self.installation.emulated)
+                for s in cuda_memory.segments(self.own.allocator_snapshot(i), i)]
+
+    @word
+    def reset_accumulated_memory_stats(self, device: Any = None) -> None:
+        index = self.index(device)
+        if self._caching():
+            assert self.own is not None
+            self.own.reset_accumulated(index)
+
+    @word
     def empty_cache(self) -> None:
         if self.own is not None:
             for index in range(self.installation.emulated):
@@ -363,10 +398,15 @@ class Emulation:
     @word
     def set_per_process_memory_fraction(self, fraction: float, device: Any = None) -> None:
         self.index(device)
+        if not isinstance(fraction, float):
+            raise TypeError("Invalid type for fraction argument, must be `float`")
         if not 0 <= fraction <= 1:
             raise ValueError(f"Invalid fraction value: {fraction}. Allowed range: 0~1")
         if self.on_mps:
             torch.mps.set_per_process_memory_fraction(fraction)
+        if self._caching():
+            assert self.own is not None
+            self.own.set_memory_fraction(self.index(device), fraction)
         self.memory_fraction = fraction
 
     @word

@@ -8,10 +8,10 @@
 //   storage resizing, device counting and the current device;
 // - a device guard (DeviceGuardImplInterface): the current device per thread, one stream per device, events that
 //   are complete when recorded (every kernel has finished when it returns);
-// - memory: the host's, per device, counted while it lives as the profile counts it (`configure_memory`: CUDA's
-//   caching allocator rounds every block to 512 bytes and holds a device's memory to its capacity, raising
-//   CUDA's out-of-memory error past it), made by `empty_strided` or wrapped around a host tensor's storage
-//   (`wrap`, no copy), and given to C++ code that allocates for the device itself (SetAllocator);
+// - memory: the host's, per device, counted while it lives as the profile counts it (`configure`: on a GPU by CUDA's
+//   caching allocator, caching_allocator.h, holding a device's memory to its card's and raising CUDA's
+//   out-of-memory error past it; on the Mac byte for byte), made by `empty_strided` or wrapped around a host
+//   tensor's storage (`wrap`, no copy), and given to C++ code that allocates for the device itself (SetAllocator);
 // - on a GPU, CUDA's refusal of the device in a process forked after its parent used it;
 // - `set_data`: `param.data = tensor` between the host and the device, as torch allows it between the host and
 //   MPS (its check knows torch's own backends, not PrivateUse1).
@@ -44,22 +44,27 @@
 #include <pthread.h>
 #endif
 
+#include "caching_allocator.h"
+
 namespace {
 
 const c10::DeviceType kDevice = c10::DeviceType::PrivateUse1;
 constexpr int kMaxDevices = 16;
 
-// One device's memory as its allocator counts it: live and peak bytes, and those its cache reserves.
+// One device's memory counted block by block (the Mac's, bounded by the host's): live and peak bytes, and those its
+// cache reserves.
 struct Memory {
   std::atomic<int64_t> live{0}, peak{0}, reserved{0}, peak_reserved{0}, allocations{0}, frees{0};
-  int64_t capacity = 0;  // bytes; 0: unbounded
 };
 
 std::array<Memory, kMaxDevices> memory;
-int64_t granularity = 1;           // blocks are rounded up to a multiple of it (CUDA's caching allocator: 512)
-int64_t segment = 1;               // the cache reserves memory by segments of this size (CUDA's: 2 MiB)
+int64_t granularity = 1;           // blocks are rounded up to a multiple of it
+int64_t segment = 1;               // the cache reserves memory by segments of this size
 std::string shown_type = "device";  // what the program calls the device ("cuda", "mps")
 std::mutex memory_mutex;
+bool caching = false;  // the devices' memory is CUDA's caching allocator's (a GPU's), not counted byte for byte
+cuda_caching::Settings settings;
+std::array<cuda_caching::Device, kMaxDevices> gpus;
 
 int64_t rounded(int64_t nbytes) { return (nbytes + granularity - 1) / granularity * granularity; }
 
@@ -69,69 +74,63 @@ void raise_peak(std::atomic<int64_t>& peak, int64_t value) {
   }
 }
 
-std::string format_size(int64_t bytes) {
-  char text[64];
-  if (bytes <= 1024) {
-    std::snprintf(text, sizeof(text), "%lld bytes", static_cast<long long>(bytes));
-  } else if (bytes <= 1048576) {
-    std::snprintf(text, sizeof(text), "%.2f KiB", bytes / 1024.0);
-  } else if (bytes <= 1073741824) {
-    std::snprintf(text, sizeof(text), "%.2f MiB", bytes / 1048576.0);
-  } else {
-    std::snprintf(text, sizeof(text), "%.2f GiB", bytes / 1073741824.0);
-  }
-  return text;
-}
-
 // A process forked after its parent used the GPU cannot use it: CUDA refuses it at the child's first use of the
 // device, here its first allocation on it.
 bool bad_fork = false;
 
 void forked_child() {
   bad_fork = shown_type == "cuda" &&
-             std::any_of(memory.begin(), memory.end(), [](const Memory& m) { return m.allocations.load() > 0; });
+             (std::any_of(memory.begin(), memory.end(), [](const Memory& m) { return m.allocations.load() > 0; }) ||
+              std::any_of(gpus.begin(), gpus.end(), [](const cuda_caching::Device& d) { return d.num_device_alloc > 0; }));
 }
 
-// Count `nbytes` (already rounded) of new memory on `index`, refusing it past the device's capacity as CUDA's
-// caching allocator refuses it.
-void count_in(c10::DeviceIndex index, int64_t nbytes) {
+// An allocation as it was counted: its bytes, and its block of CUDA's allocator (null where counted byte for byte).
+struct Counted {
+  int64_t bytes;
+  cuda_caching::Block* block;
+};
+
+// Count `nbytes` of new memory on `index`; on a GPU, refused past its card's memory as CUDA's allocator refuses it.
+Counted count_in(c10::DeviceIndex index, int64_t nbytes) {
   TORCH_CHECK(!bad_fork, "Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must "
               "use the 'spawn' start method");
-  auto& m = memory[index];
   std::lock_guard<std::mutex> lock(memory_mutex);
-  int64_t live = m.live.load();
-  if (m.capacity > 0 && live + nbytes > m.capacity) {
-    int64_t reserved = m.reserved.load();
-    TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory. Tried to allocate ", format_size(nbytes), ". GPU ",
-                     static_cast<int>(index), " has a total capacity of ", format_size(m.capacity), " of which ",
-                     format_size(m.capacity - reserved), " is free. Including non-PyTorch memory, this process has ",
-                     format_size(reserved), " memory in use. Of the allocated memory ", format_size(live),
-                     " is allocated by PyTorch, and ", format_size(reserved - live),
-                     " is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try setting "
-                     "PYTORCH_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation for Memory "
-                     "Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)");
+  if (caching) {
+    if (nbytes == 0) {
+      return {0, nullptr};  // CUDA's allocator gives no block to an empty tensor
+    }
+    auto& gpu = gpus[index];
+    auto info = "Including non-PyTorch memory, this process has " + cuda_caching::format_size(gpu.reserved) +
+                " memory in use. ";
+    auto* block = gpu.malloc(settings, nbytes, info);
+    return {block->size, block};
   }
-  live = m.live += nbytes;
+  auto& m = memory[index];
+  nbytes = rounded(nbytes);
+  int64_t live = m.live += nbytes;
   m.allocations++;
   raise_peak(m.peak, live);
   int64_t needed = (live + segment - 1) / segment * segment;
-  if (m.capacity > 0) {
-    needed = std::min(needed, m.capacity);
-  }
   if (needed > m.reserved.load()) {
     m.reserved = needed;
     raise_peak(m.peak_reserved, needed);
   }
+  return {nbytes, nullptr};
 }
 
-void count_out(c10::DeviceIndex index, int64_t nbytes) {
-  memory[index].live -= nbytes;
+void count_out(c10::DeviceIndex index, const Counted& counted) {
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  if (counted.block != nullptr) {
+    gpus[index].free(settings, counted.block);
+    return;
+  }
+  memory[index].live -= counted.bytes;
   memory[index].frees++;
 }
 
 struct Block {
   void* data;
-  int64_t counted;
+  Counted counted;
   c10::DeviceIndex index;
 };
 
@@ -149,8 +148,7 @@ struct DeviceAllocator final : c10::Allocator {
   c10::DeviceIndex index = -1;  // -1: the current device
   c10::DataPtr allocate(size_t nbytes) override {
     auto device = index < 0 ? current_device() : index;
-    auto counted = rounded(static_cast<int64_t>(nbytes));
-    count_in(device, counted);
+    auto counted = count_in(device, static_cast<int64_t>(nbytes));
     void* data = nbytes ? c10::alloc_cpu(nbytes) : nullptr;
     return {data, new Block{data, counted, device}, &free_block, c10::Device(kDevice, device)};
   }
@@ -298,7 +296,7 @@ at::Tensor make(c10::Storage storage, const at::Tensor& like) {
 
 struct Held {
   c10::Storage host;
-  int64_t counted;
+  Counted counted;
   c10::DeviceIndex index;
 };
 
@@ -310,8 +308,7 @@ void release_held(void* ctx) {
 
 // Device memory of device `index` that is host storage `host`'s (counted, and keeping it alive).
 c10::DataPtr held(const c10::Storage& host, c10::DeviceIndex index) {
-  auto counted = rounded(static_cast<int64_t>(host.nbytes()));
-  count_in(index, counted);
+  auto counted = count_in(index, static_cast<int64_t>(host.nbytes()));
   auto* kept = new Held{host, counted, index};
   return {const_cast<void*>(host.data()), kept, &release_held, c10::Device(kDevice, index)};
 }
@@ -658,9 +655,11 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, c10::Sc
                                            c10::DispatchKeySet(c10::DispatchKey::PrivateUse1), dtype);
 }
 
-// What the devices are: how many, what the program calls them, how their memory is counted (blocks rounded up to
-// `granularity` bytes, reserved by `segment`s) and each one's capacity in bytes (0: unbounded).
-void configure(int64_t devices, std::string shown, int64_t block, int64_t reserve, c10::List<int64_t> capacities) {
+// What the devices are: how many, what the program calls them, how their memory is counted (`gpu`: by CUDA's
+// caching allocator, each holding its capacity in bytes; else blocks rounded up to `granularity` bytes, reserved by
+// `segment`s).
+void configure(int64_t devices, std::string shown, int64_t block, int64_t reserve, bool gpu,
+               c10::List<int64_t> capacities) {
   TORCH_CHECK(hooks != nullptr, "torchdevice: register the simulated backend first");
   TORCH_CHECK(devices >= 1 && devices <= static_cast<int64_t>(hooks->generators.size()), "torchdevice: ", devices,
               " simulated devices; at most ", hooks->generators.size());
@@ -669,33 +668,97 @@ void configure(int64_t devices, std::string shown, int64_t block, int64_t reserv
   granularity = std::max<int64_t>(block, 1);
   segment = std::max<int64_t>(reserve, 1);
   std::lock_guard<std::mutex> lock(memory_mutex);
+  caching = gpu;
   for (size_t i = 0; i < kMaxDevices; i++) {  // counted anew: what is live stays, reserved by the new segments
     auto& m = memory[i];
-    m.capacity = i < capacities.size() ? capacities.get(i) : 0;
     m.peak = m.live.load();
     m.reserved = (m.live.load() + segment - 1) / segment * segment;
     m.peak_reserved = m.reserved.load();
+    gpus[i].index = static_cast<int>(i);
+    gpus[i].capacity = i < capacities.size() ? capacities.get(i) : 0;
+    if (gpus[i].next_address == 0) {  // where a GPU's first segment is, as a driver maps them (never reused here)
+      gpus[i].next_address = (int64_t{0x7f00} << 32) + (static_cast<int64_t>(i) << 36);
+    }
+    gpus[i].release_cached(settings);  // a new installation's allocator: what is live stays, its peaks from there
+    gpus[i].reset_peaks();
+    gpus[i].reset_accumulated();
   }
+}
+
+// CUDA's allocator settings (PYTORCH_ALLOC_CONF, parsed as torch parses it): max_split_size (-1: unlimited),
+// max_non_split_rounding_size, large_segment_size, roundup_power2_divisions per interval,
+// garbage_collection_threshold; `error`: torch's words for a bad settings string, raised at the first allocation.
+void configure_caching(int64_t max_split, int64_t max_non_split_rounding, int64_t large_segment,
+                       c10::List<int64_t> divisions, double gc, std::string error) {
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  settings.error = std::move(error);
+  settings.max_split_size = max_split < 0 ? cuda_caching::kUnlimited : max_split;
+  settings.max_non_split_rounding = max_non_split_rounding;
+  settings.large_segment_size = large_segment;
+  for (size_t i = 0; i < settings.divisions.size(); i++) {
+    settings.divisions[i] = i < divisions.size() ? divisions.get(i) : 0;
+  }
+  settings.gc_threshold = gc;
 }
 
 // Device `index`'s counters: live, peak, reserved, peak reserved bytes, allocations, frees.
 std::vector<int64_t> memory_stats(int64_t index) {
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  if (caching) {
+    const auto& gpu = gpus.at(index);
+    const auto &allocated = gpu.allocated_bytes.of[0], &reserved = gpu.reserved_bytes.of[0];
+    return {allocated.current, allocated.peak, reserved.current, reserved.peak, gpu.allocation.of[0].allocated,
+            gpu.allocation.of[0].freed};
+  }
   const auto& m = memory.at(index);
   return {m.live.load(), m.peak.load(), m.reserved.load(), m.peak_reserved.load(), m.allocations.load(),
           m.frees.load()};
 }
 
+// Device `index`'s statistics as CUDA's allocator keeps them (cuda_caching::Device::stats).
+std::vector<int64_t> allocator_stats(int64_t index) {
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  return gpus.at(index).stats(settings);
+}
+
+// Device `index`'s segments and their blocks (cuda_caching::Device::snapshot).
+std::vector<int64_t> allocator_snapshot(int64_t index) {
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  return gpus.at(index).snapshot();
+}
+
 // Peaks start again from what is live and reserved now (`torch.cuda.reset_peak_memory_stats`).
 void reset_peaks(int64_t index) {
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  gpus.at(index).reset_peaks();
   auto& m = memory.at(index);
   m.peak = m.live.load();
   m.peak_reserved = m.reserved.load();
 }
 
-// The cache gives back what no block uses (`torch.cuda.empty_cache`): the segments of the live bytes stay reserved.
-void empty_cache(int64_t index) {
-  auto& m = memory.at(index);
+// `torch.cuda.reset_accumulated_memory_stats`.
+void reset_accumulated(int64_t index) {
   std::lock_guard<std::mutex> lock(memory_mutex);
+  gpus.at(index).reset_accumulated();
+}
+
+// `torch.cuda.set_per_process_memory_fraction`: the process may reserve that share of the card's memory.
+void set_memory_fraction(int64_t index, double fraction) {
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  auto& gpu = gpus.at(index);
+  gpu.allowed = static_cast<int64_t>(fraction * static_cast<double>(gpu.capacity));
+  gpu.set_fraction = fraction < 1.0;  // the whole card: no limit
+}
+
+// The cache gives back what no block uses (`torch.cuda.empty_cache`): on a GPU its free segments; counted block by
+// block, the segments of the live bytes stay reserved.
+void empty_cache(int64_t index) {
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  if (caching) {
+    gpus.at(index).release_cached(settings);
+    return;
+  }
+  auto& m = memory.at(index);
   m.reserved = (m.live.load() + segment - 1) / segment * segment;
 }
 
@@ -716,7 +779,14 @@ void set_data(const at::Tensor& self, const at::Tensor& data) {
 
 TORCH_LIBRARY(torchdevice_sim, m) {
   m.def("register_backend(Generator?[] generators) -> ()", &register_backend);
-  m.def("configure(int devices, str shown, int block, int reserve, int[] capacities) -> ()", &configure);
+  m.def("configure(int devices, str shown, int block, int reserve, bool gpu, int[] capacities) -> ()", &configure);
+  m.def("configure_caching(int max_split, int max_non_split_rounding, int large_segment, int[] divisions, float gc, "
+        "str error) -> ()",
+        &configure_caching);
+  m.def("allocator_stats(int index) -> int[]", &allocator_stats);
+  m.def("allocator_snapshot(int index) -> int[]", &allocator_snapshot);
+  m.def("reset_accumulated(int index) -> ()", &reset_accumulated);
+  m.def("set_memory_fraction(int index, float fraction) -> ()", &set_memory_fraction);
   m.def("wrap(Tensor host, int index=-1) -> Tensor", &wrap);
   m.def("empty_strided(int[] size, int[] stride, ScalarType dtype, int index=-1) -> Tensor", &empty_strided);
   m.def("set_data(Tensor(a!) self, Tensor data) -> ()", &set_data);

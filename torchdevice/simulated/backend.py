@@ -34,6 +34,8 @@ from torchdevice.logs import say
 log = logging.getLogger("torchdevice")
 
 SOURCE = Path(__file__).with_name("backend.cpp")
+HEADERS = (Path(__file__).with_name("caching_allocator.h"),)
+"""What ``backend.cpp`` includes of its own (a build is keyed by them too)."""
 BUILD_DIR = "TORCHDEVICE_BUILD_DIR"
 CHOICE = "TORCHDEVICE_BACKEND"
 """``python``: never build or load the compiled backend; ``compiled``: fail where it cannot be had."""
@@ -83,7 +85,7 @@ def _load() -> str | None:
     cache = Path(explicit) if explicit else user_cache_dir()
     if cache is None:
         return "no user cache directory to build it in"
-    source = SOURCE.read_bytes()
+    source = b"".join(path.read_bytes() for path in (SOURCE, *HEADERS))
     key = hashlib.sha256(source + torch.__version__.encode() + sys.version.encode()).hexdigest()[:16]
     name = f"torchdevice_sim_{key}"
     directory = cache / name if explicit else cache / "backend" / name

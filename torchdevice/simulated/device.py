@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from torchdevice.simulated import backend, internals
+from torchdevice.simulated import alloc_conf, backend, internals
 from torchdevice.simulated.profile import Profile, active
 
 NAME = "simulated"
@@ -104,8 +104,14 @@ def configure(profile: Profile) -> None:
     """Give the registered backend ``profile``'s devices: their number, name and memory (the compiled backend's;
     the Python one has a single device, counted byte for byte, unbounded)."""
     if _memory:
-        _ops.configure(profile.devices, profile.type, profile.block, profile.segment,
+        _ops.configure(profile.devices, profile.type, profile.block, profile.segment, profile.gpu is not None,
                        [profile.capacity] * profile.devices)
+        if profile.gpu is not None:
+            conf = alloc_conf.settings()
+            _ops.configure_caching(conf.max_split, conf.max_non_split_rounding, conf.large_segment,
+                                   list(conf.divisions), conf.gc_threshold, conf.error)
+            for index in range(profile.devices if conf.fraction is not None else 0):
+                _ops.set_memory_fraction(index, conf.fraction)
         select(0)
     elif profile.devices > 1 or profile.capacity:
         raise RuntimeError(f"torchdevice: {profile.target} with {profile.devices} devices or bounded memory needs the "
@@ -243,6 +249,24 @@ class _Own:
     @staticmethod
     def empty_cache(index: int) -> None:
         _ops.empty_cache(index)
+
+    @staticmethod
+    def allocator_stats(index: int) -> list[int]:
+        """CUDA's allocator's statistics of a GPU's device ``index`` (``caching_allocator.h``: ``Device::stats``)."""
+        return list(_ops.allocator_stats(index))
+
+    @staticmethod
+    def allocator_snapshot(index: int) -> list[int]:
+        """Its segments and their blocks, likewise (``Device::snapshot``)."""
+        return list(_ops.allocator_snapshot(index))
+
+    @staticmethod
+    def reset_accumulated(index: int) -> None:
+        _ops.reset_accumulated(index)
+
+    @staticmethod
+    def set_memory_fraction(index: int, fraction: float) -> None:
+        _ops.set_memory_fraction(index, fraction)
 
     @staticmethod
     def select(index: int) -> None:

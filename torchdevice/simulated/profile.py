@@ -28,11 +28,12 @@ class Profile:
     devices: int = 1
     """How many devices (``cuda:0`` ... ``cuda:N-1``)."""
     block: int = 1
-    """Every allocation is counted rounded up to a multiple of it (CUDA's caching allocator: 512 bytes)."""
+    """Every allocation is counted rounded up to a multiple of it, where memory is not CUDA's caching allocator's."""
     segment: int = 1
-    """The allocator reserves memory by segments of this many bytes (CUDA's: 2 MiB)."""
+    """The allocator reserves memory by segments of this many bytes, likewise."""
     gpu: Gpu | None = None
-    """The card simulated (its name, capability, memory), for a GPU."""
+    """The card simulated (its name, capability, memory), for a GPU: its memory is CUDA's caching allocator's
+    (``caching_allocator.h``), holding the card's memory."""
 
     def shown(self, index: int = 0) -> torch.device:
         """What a tensor of device ``index`` says it is on (``cuda:1``)."""
@@ -50,7 +51,7 @@ MAC = Profile("mps-sim", "mps", "MPS")
 
 def nvidia(devices: int, gpu: Gpu) -> Profile:
     """``devices`` NVIDIA GPUs of the card ``gpu``, their memory counted as CUDA's caching allocator counts it."""
-    return Profile("cuda-sim", "cuda", "CUDA", devices, block=512, segment=2 << 20, gpu=gpu)
+    return Profile("cuda-sim", "cuda", "CUDA", devices, gpu=gpu)
 
 
 _active: list[Profile] = [MAC]
