@@ -80,14 +80,17 @@ def test_before_failing_the_cache_is_given_back_and_the_allocation_retried(card)
 def test_the_out_of_memory_error_is_cudas_with_cudas_numbers(card):
     torch.cuda.empty_cache()
     total = torch.cuda.get_device_properties(0).total_memory
-    held = torch.empty(total - torch.cuda.memory_reserved() - 10 * MIB, dtype=torch.uint8, device="cuda")
+    held = torch.empty(total - torch.cuda.memory_reserved() - 30 * MIB, dtype=torch.uint8, device="cuda")
+    with_held = torch.cuda.memory_reserved()
     ooms = stats()["num_ooms"]
     with pytest.raises(torch.cuda.OutOfMemoryError) as caught:
-        torch.empty(5 * MIB, dtype=torch.uint8, device="cuda")  # needs a 20 MiB segment
+        torch.empty(15 * MIB, dtype=torch.uint8, device="cuda")  # 16 MiB: fits, and is cached once freed
+        torch.empty(40 * MIB, dtype=torch.uint8, device="cuda")  # more than is free with the cache given back
     message = str(caught.value)
-    reserved = torch.cuda.memory_reserved()
-    assert message.startswith("CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a total capacity of "
-                              f"{total / (1 << 30):.2f} GiB of which ")
+    reserved = torch.cuda.memory_reserved()  # the cache given back before failing: what the message counts
+    assert reserved == with_held
+    assert message.startswith("CUDA out of memory. Tried to allocate 40.00 MiB. GPU 0 has a total capacity of "
+                              f"{total / (1 << 30):.2f} GiB of which {(total - reserved) / MIB:.2f} MiB is free.")
     assert f"this process has {reserved / (1 << 30):.2f} GiB memory in use." in message
     assert message.endswith("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See "
                             "documentation for Memory Management  (https://docs.pytorch.org/docs/stable/notes/"

@@ -99,10 +99,7 @@ Counted count_in(c10::DeviceIndex index, int64_t nbytes) {
     if (nbytes == 0) {
       return {0, nullptr};  // CUDA's allocator gives no block to an empty tensor
     }
-    auto& gpu = gpus[index];
-    auto info = "Including non-PyTorch memory, this process has " + cuda_caching::format_size(gpu.reserved) +
-                " memory in use. ";
-    auto* block = gpu.malloc(settings, nbytes, info);
+    auto* block = gpus[index].malloc(settings, nbytes);
     return {block->size, block};
   }
   auto& m = memory[index];

@@ -293,7 +293,7 @@ struct Device {
   }
 
   // An allocation of `requested` bytes, as CUDA's allocator makes it; CUDA's out-of-memory error where it fails.
-  Block* malloc(const Settings& settings, int64_t requested, const std::string& process_info) {
+  Block* malloc(const Settings& settings, int64_t requested) {
     TORCH_CHECK_VALUE(settings.error.empty(), settings.error);
     int64_t size = round_size(settings, requested);
     bool small = size <= kSmallSize;
@@ -318,6 +318,8 @@ struct Device {
       num_ooms++;
       int64_t free_bytes = std::max<int64_t>(capacity - reserved, 0);
       std::string allowed_info = set_fraction ? format_size(allowed) + " allowed; " : "";
+      std::string process_info = "Including non-PyTorch memory, this process has " + format_size(reserved) +
+                                 " memory in use. ";  // what NVML says of the process: its segments
       int64_t allocated = allocated_bytes.of[0].current, held = reserved_bytes.of[0].current;
       TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory. Tried to allocate ", format_size(alloc_size),
                        ". GPU ", index, " has a total capacity of ", format_size(capacity), " of which ",
