@@ -42,6 +42,11 @@ PROBES: dict[str, str] = {
     "allocated 1 byte": "(lambda b: (lambda x: torch.cuda.memory_allocated() - b)"
                         "(torch.empty(1, dtype=torch.uint8, device='cuda')))(torch.cuda.memory_allocated())",
     "out of memory": "torch.empty(2**40, device='cuda')",
+    "reserved by 10, 300000 and 30000000 floats": "(torch.cuda.empty_cache(), (lambda r: (lambda kept: "
+                                                  "torch.cuda.memory_reserved() - r)([torch.empty(n, device='cuda') "
+                                                  "for n in (10, 300_000, 30_000_000)]))"
+                                                  "(torch.cuda.memory_reserved()))",
+    "memory_stats keys": "sorted(torch.cuda.memory_stats())",
     "invalid ordinal": "torch.ones(1, device=f'cuda:{torch.cuda.device_count()}')",
     "histogram (no CUDA kernel)": "torch.histogram(torch.ones(4, device='cuda'), bins=2)",
     "deterministic pooling backward": "(torch.use_deterministic_algorithms(True), torch.nn.AdaptiveAvgPool2d(3)"
