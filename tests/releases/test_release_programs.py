@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from catalog_release import unknown_release
-from dist_jobs import ROOT, run
+from dist_jobs import ROOT, run, torchrun
 
 from torchdevice import releases
 
@@ -94,3 +94,16 @@ def test_on_an_unknown_release_the_gpt_example_gives_the_native_losses(native, u
     found = losses(["-m", "torchdevice", "run", str(ROOT / "examples" / "gpt_train.py"), *STEPS], target, unknown[0])
     torch.testing.assert_close(torch.tensor(found, dtype=torch.float64), torch.tensor(native, dtype=torch.float64),
                                rtol=rtol, atol=atol)
+
+
+def test_on_an_unknown_release_torchruns_workers_scan_once_and_train(tmp_path):
+    """Two workers start together on a release no scan was made of: one scans, the other waits for it and reads it."""
+    env, _ = unknown_release(tmp_path)
+    done = torchrun(2, str(ROOT / "examples" / "ddp_train.py"), "--global-batch", "8", "--accum", "2", timeout=300,
+                    env={**env, "TORCHDEVICE_LOG": "info"})
+    assert done.returncode == 0, done.output
+    assert "4 optimizer steps on 2 process(es)" in done.stdout
+    assert done.stderr.count("scanning its own files into") == 1, done.stderr
+    cache = Path(env["TORCHDEVICE_CACHE_DIR"]) / "releases"
+    assert len(list(cache.glob("*.py"))) == 1 and not list(cache.glob("*.failed.txt"))
+

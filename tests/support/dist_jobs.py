@@ -68,9 +68,10 @@ def run(command: list[str], timeout: float, env: dict[str, str] | None = None) -
     return Finished(process.returncode, stdout, stderr, time.monotonic() - start)
 
 
-def torchrun(nproc: int, *program: str, timeout: float = 90, torchdevice: bool = True) -> Finished:
-    """``torchrun --nproc_per_node=N -m torchdevice run PROGRAM...`` on 127.0.0.1 and a free port; with
-    ``torchdevice=False`` the program runs with plain torch, through :mod:`settled_exit`."""
+def torchrun(nproc: int, *program: str, timeout: float = 90, torchdevice: bool = True,
+             env: dict[str, str] | None = None) -> Finished:
+    """``torchrun --nproc_per_node=N -m torchdevice run PROGRAM...`` on 127.0.0.1 and a free port (``env``: as
+    :func:`run`'s); with ``torchdevice=False`` the program runs with plain torch, through :mod:`settled_exit`."""
     launcher = [
         sys.executable,
         "-m",
@@ -81,4 +82,4 @@ def torchrun(nproc: int, *program: str, timeout: float = 90, torchdevice: bool =
     ]
     runner = ["torchdevice", "run"] if torchdevice else ["settled_exit"]
     command = [*launcher, "-m", *runner, *program]
-    return run(command, timeout)
+    return run(command, timeout, env)
