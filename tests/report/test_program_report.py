@@ -88,3 +88,36 @@ def test_no_report_unless_asked(tmp_path):
                       "print('torchdevice.reporting.program' in sys.modules)\n")
     done = torchdevice_run(str(script))
     assert done.stdout == "False\n" and "torchdevice report" not in done.stderr, done.output
+
+
+def test_the_report_says_on_which_cards_the_run_fits(tmp_path):
+    """The simulated A100's peaks as the program reads them, and per card of the table: fits where its memory holds
+    the peak reserved, may fit where it holds only the peak allocated (the cache given back), as said."""
+    from torchdevice.device import gpus
+
+    path = tmp_path / "report.json"
+    program = str(PROGRAMS.parents[1] / "report" / "programs" / "fragments.py")
+    done = torchdevice_run("--target", "cuda-sim", "--gpu", "A100-80GB", "--report", str(path), program,
+                           timeout=300)
+    (peaks,) = json_lines(done)
+    assert peaks == {"reserved": 21 << 30, "allocated": 11 << 30}  # two segments, the larger one in use
+    document = json.loads(path.read_text())
+    (device,) = document["processes"][0]["gpu_memory"]
+    assert (device["card"], device["peak_reserved"], device["peak_allocated"]) == ("A100-80GB", 21 << 30, 11 << 30)
+    verdicts = {row["card"]: row["verdict"] for row in document["fit"]}
+    assert set(verdicts) == set(gpus.CARDS)
+    assert verdicts["T4"] == verdicts["V100-16GB"] == "may fit"  # 11 GiB in use at most, 21 GiB reserved
+    assert verdicts["A10G"] == verdicts["A100-40GB"] == verdicts["H100"] == "fits"
+    assert "memory: peak 21.00 GiB reserved (11.00 GiB allocated) of the A100-80GB's" in done.stderr
+    assert "may fit: T4, V100-16GB" in done.stderr and "not counted" in done.stderr
+
+
+def test_the_page_shows_the_verdict_per_card_without_totals(tmp_path):
+    page = tmp_path / "report.html"
+    program = str(PROGRAMS.parents[1] / "report" / "programs" / "fragments.py")
+    done = torchdevice_run("--target", "cuda-sim", "--gpu", "A100-80GB", "--report", str(page), program, timeout=300)
+    assert done.returncode == 0, done.output
+    text = page.read_text(encoding="utf-8")
+    section = text[text.index('data-section="fit"'):]
+    section = section[:section.index("</div>")]
+    assert section.count('data-column="verdict">may fit<') == 2 and "<tfoot>" not in section

@@ -82,3 +82,18 @@ def parse_size(size: str | int, source: str = "") -> int:
     if value <= 0:
         raise ValueError(f"torchdevice: GPU memory {size!r}{source} must be more than 0 bytes")
     return value
+
+
+VERDICTS = ("fits", "may fit", "does not fit")
+"""Whether a run fits a card, best first (:func:`verdict`)."""
+
+
+def verdict(peak_reserved: int, peak_allocated: int, memory: int) -> str:
+    """Whether a GPU whose caching allocator reserved ``peak_reserved`` bytes at most (``peak_allocated`` in use)
+    fits a card of ``memory`` bytes: it fits where the card holds the peak reserved; it may fit where the card holds
+    only the peak allocated (CUDA's allocator gives its cache back and retries before failing, with another
+    fragmentation than this run's); else not."""
+    if peak_reserved <= memory:
+        return VERDICTS[0]
+    return VERDICTS[1] if peak_allocated <= memory else VERDICTS[2]
+

@@ -25,8 +25,13 @@ SECTIONS = {
     "redirects": ("Redirected calls", "op", "calls"),
     "standins": ("Stand-ins", "function", "calls"),
     "triton": ("Triton launches", "kernel", "launches"),
+    "fit": ("Will it fit: the largest peak reserved of a simulated GPU, on each card (the CUDA context and cuBLAS's "
+            "workspaces not counted)", "card", "memory"),
+    "gpu_memory": ("Simulated GPUs: their allocator's peaks", "device", "peak_reserved"),
     "warnings": ("Warnings", "warning", "value"),
 }
+NO_TOTALS = ("fit",)
+"""Sections whose numbers do not add up (each card's memory, the same peaks on each row)."""
 SHOWN_EMPTY = ("fallbacks", "redirects", "standins", "warnings")
 """Sections that say ``none`` when empty: the runtime counted them, and found nothing."""
 HEADER = ("command", "target", "wall_seconds", "versions", "processes", "format")
@@ -124,7 +129,7 @@ def _section(key: str, value: Any) -> str:
     elif isinstance(value, list) and not any(isinstance(item, dict) for item in value):
         body = '<ul class="items">' + "".join(f"<li>{_text(item)}</li>" for item in value) + "</ul>"
     else:
-        body = _table(_rows(value, name, number))
+        body = _table(_rows(value, name, number), totals=key not in NO_TOTALS)
     return f'<div class="section" data-section="{_text(key)}"><h3>{_text(heading)}</h3>{body}</div>'
 
 
@@ -136,11 +141,12 @@ def _rows(value: Any, name: str, number: str) -> list[dict[str, Any]]:
             for key, item in value.items()]
 
 
-def _table(rows: list[dict[str, Any]], columns: list[str] | None = None, links: str = "") -> str:
+def _table(rows: list[dict[str, Any]], columns: list[str] | None = None, links: str = "", totals: bool = True) -> str:
     """Rows as a table, numbers right-aligned. Unless ``columns`` are given: the columns naming a row first, then
     the numbers (seconds and share first), then the other texts; the rows with the most seconds first, each
-    with a bar of its seconds; a line of totals under several rows."""
-    found = list(dict.fromkeys(key for row in rows for key in row))
+    with a bar of its seconds; a line of totals under several rows (where ``totals``)."""
+    found = list(dict.fromkeys(key for row in rows for key, value in row.items()
+                               if not isinstance(value, dict)))  # nested (a GPU's verdict per card): said elsewhere
     numeric = {c for c in found if all(_number(row.get(c, 0)) for row in rows)}
     plain = columns is not None
     leading = list(itertools.takewhile(lambda c: c not in numeric, found))
@@ -169,7 +175,7 @@ def _table(rows: list[dict[str, Any]], columns: list[str] | None = None, links: 
             cells.append(f'<td class="{kinds[c]}" data-column="{_text(c)}">{shown}</td>')
         body.append(f"<tr>{''.join(cells)}</tr>")
     foot = ""
-    if not plain and len(rows) > 1 and numeric:
+    if not plain and totals and len(rows) > 1 and numeric:
         cells = [f'<td class="num" data-column="{_text(c)}">{_text(_format(c, sum(r.get(c, 0) for r in rows)))}</td>'
                  if c in numeric else f'<td class="name">{"all" if c == columns[0] else ""}</td>' for c in columns]
         if most:

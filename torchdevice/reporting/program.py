@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from torchdevice.reporting import counts as report
+from torchdevice.reporting import fit
 
 VARIABLE = "TORCHDEVICE_REPORT"
 """Where the main process writes the report, for programs not started with ``torchdevice run --report``."""
@@ -211,8 +212,10 @@ def _entry(session: Session) -> dict[str, Any]:
         "fallbacks": report.fallback_rows(),
         "standins": {name: sum(routes.values()) for name, routes in report.report()["standins"].items()},
         "triton": report.triton(),
+        "gpu_memory": fit.rows(),
         "warnings": list(session.warnings),
     }
+
 
 
 def _role(session: Session) -> str:
@@ -292,6 +295,7 @@ def merge(main: dict[str, Any], others: list[dict[str, Any]]) -> dict[str, Any]:
         "fallbacks": rows,
         "standins": standins,
         "triton": {kernel: triton[kernel] for kernel in sorted(triton)},
+        "fit": fit.verdicts(processes),
         "warnings": warned,
     }
 
@@ -329,6 +333,7 @@ def summary(document: dict[str, Any], where: str) -> str:
         plural = "es" if launches != 1 else ""
         lines.append(f"  triton kernels: {len(kernels)}, {launches:,} launch{plural} in Triton's interpreter, "
                      f"{seconds:.3f} s ({named}{', ...' if len(kernels) > SHOWN else ''})")
+    lines += fit.summary(document)
     lines.append("  warnings: " + ("none" if not document["warnings"] else str(len(document["warnings"]))))
     lines += [f"    {w}" for w in document["warnings"][:SHOWN]]
     return "\n".join(lines)

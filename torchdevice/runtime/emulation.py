@@ -39,11 +39,11 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from torchdevice.callers import torch_internal
+from torchdevice.device import cuda_memory
 from torchdevice.device.aten import cpp_device
 from torchdevice.device.host import system_memory
 from torchdevice.device.placement import invalid_ordinal
 from torchdevice.device.residence import device_index
-from torchdevice.runtime import cuda_memory
 from torchdevice.runtime.graphs import CUDAGraph, capturing, graph, graph_pool_handle, make_graphed_callables
 from torchdevice.runtime.vocabulary import WORDS, builder, word
 
@@ -316,8 +316,8 @@ class Emulation:
 
     @word
     def memory_stats(self, device: Any = None) -> dict[str, int]:
-        """A simulated GPU's: CUDA's (:mod:`.cuda_memory`); elsewhere the allocator statistics that have a
-        counterpart on the target (current and peak bytes)."""
+        """A simulated GPU's: CUDA's (:mod:`torchdevice.device.cuda_memory`); elsewhere the allocator statistics
+        that have a counterpart on the target (current and peak bytes)."""
         if self._caching():
             assert self.own is not None
             return cuda_memory.flat(self.own.allocator_stats(self.index(device)))

@@ -28,7 +28,8 @@ from __future__ import annotations
 from torchdevice.device import gpus
 from torchdevice.device.target import SIMULATED_CUDA, SIMULATED_MPS, Target
 from torchdevice.patching import Patcher
-from torchdevice.simulated import deepspeed_gpu, internals, libraries, parallel, presentation, profile, sharing
+from torchdevice.reporting import fit
+from torchdevice.simulated import deepspeed_gpu, device, internals, libraries, parallel, presentation, profile, sharing
 from torchdevice.simulated.kernels import SimulatedKernels
 
 
@@ -46,6 +47,8 @@ def activate(patcher: Patcher, name: str, devices: int = 1, gpu: gpus.Gpu | None
     patcher.defer(library._destroy)
     presentation.activate(patcher, sim.profile, sim.macos)
     if name == SIMULATED_CUDA:
+        if device.gpu_memory not in fit.SOURCES:
+            fit.SOURCES.append(device.gpu_memory)  # the report's "will it fit" (its peaks, kept after uninstall)
         sharing.activate(patcher)  # CUDA's IPC (torch shares no MPS memory between processes)
         parallel.activate(patcher)  # CUDA's copies between devices (nn.DataParallel), FSDP
         libraries.activate(patcher, sim.profile)  # cuDNN, NCCL

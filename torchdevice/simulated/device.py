@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from torchdevice.device import cuda_memory, gpus
 from torchdevice.simulated import alloc_conf, backend, internals
 from torchdevice.simulated.profile import Profile, active
 
@@ -231,6 +232,25 @@ def _device_module() -> types.ModuleType:
     module.manual_seed = lambda seed: _generator(None).manual_seed(int(seed))  # type: ignore[attr-defined]
     module.manual_seed_all = lambda seed: [g.manual_seed(int(seed)) for g in GENERATORS]  # type: ignore[attr-defined]
     return module
+
+
+def gpu_memory() -> list[dict[str, Any]]:
+    """Each simulated GPU of this process as the report reads it (none where the device is not a GPU): its card, the
+    card's memory, its allocator's peaks, out-of-memory errors and retries, and whether its peaks fit each card of
+    the table (:func:`torchdevice.device.gpus.verdict`)."""
+    gpu = active().gpu
+    if gpu is None or not compiled():
+        return []
+    found = []
+    for index in range(active().devices):
+        stats = cuda_memory.nested(OWN.allocator_stats(index))
+        reserved, allocated = stats["reserved_bytes"]["all"]["peak"], stats["allocated_bytes"]["all"]["peak"]
+        found.append({"device": index, "card": gpu.key, "total": active().capacity, "peak_reserved": reserved,
+                      "peak_allocated": allocated, "num_ooms": stats["num_ooms"],
+                      "num_alloc_retries": stats["num_alloc_retries"],
+                      "cards": {key: {"memory": card.memory, "verdict": gpus.verdict(reserved, allocated, card.memory)}
+                                for key, card in gpus.CARDS.items()}})
+    return found
 
 
 class _Own:
