@@ -64,4 +64,4 @@ def pytest_configure(config: pytest.Config) -> None:
     torchdevice builds it at the first install of a simulated target, and every later process loads it)."""
     from torchdevice.simulated import backend
 
-    backend.load()
+    backend.loadable()

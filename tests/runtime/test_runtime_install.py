@@ -147,11 +147,13 @@ def test_without_cuda_or_mps_cuda_is_a_simulated_gpu_by_default(command, tmp_pat
     assert "--target cpu runs the program as the CPU allows" in default.stderr
     cpu = command("torchdevice", "run", "--target", "cpu", str(program), env=unset)
     assert cpu.returncode == 0 and cpu.stdout.split()[0] == "cpu" and "--target cpu" not in cpu.stderr, cpu.stderr
-    python = command("torchdevice", "run", str(program),
-                     env={**unset, "TORCHDEVICE_BACKEND": "python", "TORCHDEVICE_LOG": "info"})
-    assert python.returncode == 0 and python.stdout.split()[0] == "cpu", python.stderr
-    assert ('"cuda" means the cpu target here: a simulated GPU needs the compiled backend, which cannot be had '
-            "(TORCHDEVICE_BACKEND=python)") in python.stderr
+    no_compiler = {**unset, "TORCHDEVICE_BUILD_DIR": str(tmp_path / "build"), "CXX": str(tmp_path / "no-compiler")}
+    for level in ("", "info"):  # without a compiler: the cpu target, said at INFO (the default, not a request)
+        plain = command("torchdevice", "run", str(program), env={**no_compiler, "TORCHDEVICE_LOG": level})
+        assert plain.returncode == 0 and plain.stdout.split()[0] == "cpu", plain.stderr
+        said = ("\"cuda\" means the cpu target here: cuda-sim needs the simulated devices' compiled backend, which "
+                "cannot be had (its build in ")
+        assert (said in plain.stderr) == (level == "info"), plain.stderr
 
 
 @pytest.mark.processes

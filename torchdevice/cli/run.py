@@ -85,27 +85,22 @@ def run(args: argparse.Namespace) -> int:
     import torchdevice
     from torchdevice.runtime.activation import resolve
 
-    try:
-        target = resolve(args.target)  # a bad TORCHDEVICE_TARGET is the user's input: one line, not a traceback
-        if args.gpu or args.gpu_memory:
-            from torchdevice.device import gpus
-
-            if target != "cuda-sim":
-                raise ValueError("--gpu and --gpu-memory are for --target cuda-sim")
-            gpus.choose(args.gpu, args.gpu_memory)
-    except (ValueError, RuntimeError) as exc:
-        print(f"torchdevice run: {str(exc).removeprefix('torchdevice: ')}", file=sys.stderr)
-        return 2
     with warnings.catch_warnings(record=True) as caught:  # no program line to point at yet: said plainly
+        try:
+            target = resolve(args.target)  # a bad TORCHDEVICE_TARGET is the user's input: one line, not a traceback
+            if args.gpu or args.gpu_memory:
+                from torchdevice.device import gpus
+
+                if target != "cuda-sim":
+                    raise ValueError("--gpu and --gpu-memory are for --target cuda-sim")
+                gpus.choose(args.gpu, args.gpu_memory)
+        except (ValueError, RuntimeError) as exc:
+            _say_warnings(caught, None)
+            print(f"torchdevice run: {str(exc).removeprefix('torchdevice: ')}", file=sys.stderr)
+            return 2
         torchdevice.install(target, devices=args.devices, gpu=args.gpu, gpu_memory=args.gpu_memory,
                             report=args.report)
-    for warning in caught:
-        text = f"{warning.category.__name__}: {str(warning.message).removeprefix('torchdevice: ')}"
-        print(f"torchdevice run: {text}", file=sys.stderr)
-        if args.report:
-            from torchdevice.reporting import program as program_report
-
-            program_report.note_warning(text)
+    _say_warnings(caught, args.report)
     if notebook is not None:
         return _run_notebook(*notebook, args)
     if args.output or args.inplace:
@@ -232,3 +227,14 @@ def _positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"expected a positive whole number, not {text!r}")
     return int(text)
+
+
+def _say_warnings(caught: list[warnings.WarningMessage], report: str | None) -> None:
+    """The warnings of choosing and installing the target, each on a line of its own (and in the report)."""
+    for warning in caught:
+        text = f"{warning.category.__name__}: {str(warning.message).removeprefix('torchdevice: ')}"
+        print(f"torchdevice run: {text}", file=sys.stderr)
+        if report:
+            from torchdevice.reporting import program as program_report
+
+            program_report.note_warning(text)

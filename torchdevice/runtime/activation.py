@@ -112,23 +112,24 @@ def resolve(requested: str | torch.device | None = None) -> str:
     present.
 
     Real CUDA is preferred where present (the runtime then passes everything through), then MPS, then a simulated GPU
-    (``cuda-sim``), which needs its compiled backend (:func:`_gpu_or_cpu`). Asking for a target this machine lacks, or
-    one that is not a target, is an error (``ValueError``, ``RuntimeError``) naming where the request came from. On a
-    Mac, ``mps-sim`` is ``mps``.
+    (``cuda-sim``). A simulated target needs the simulated devices' compiled backend; where it cannot be had, the
+    target is the cpu one (:func:`_simulated_or_cpu`). Asking for a target this machine lacks, or one that is not a
+    target, is an error (``ValueError``, ``RuntimeError``) naming where the request came from. On a Mac, ``mps-sim``
+    is ``mps``.
     """
     name = requested if requested is not None else os.environ.get("TORCHDEVICE_TARGET") or None
     if name is None:
         if torch.cuda.is_available():
             return "cuda"
-        return "mps" if torch.backends.mps.is_available() else _gpu_or_cpu()
+        return "mps" if torch.backends.mps.is_available() else _simulated_or_cpu(SIMULATED_CUDA, asked=False)
     source = "" if requested is not None else f" (TORCHDEVICE_TARGET={name})"
     kind = name.type if isinstance(name, torch.device) else str(name).partition(":")[0]
     if kind not in TARGETS:
         raise ValueError(f"torchdevice: unknown target {name!r}{source}; expected one of {', '.join(TARGETS)}")
-    if kind == SIMULATED_MPS:
-        return "mps" if torch.backends.mps.is_available() else SIMULATED_MPS
-    if kind == SIMULATED_CUDA:
-        return SIMULATED_CUDA
+    if kind == SIMULATED_MPS and torch.backends.mps.is_available():
+        return "mps"
+    if kind in (SIMULATED_MPS, SIMULATED_CUDA):
+        return _simulated_or_cpu(kind, asked=True)
     if kind == "mps" and not torch.backends.mps.is_available():
         raise RuntimeError(f"torchdevice: target 'mps' requested{source} but MPS is not available on this machine")
     if kind == "cuda" and not torch.cuda.is_available():
@@ -137,17 +138,22 @@ def resolve(requested: str | torch.device | None = None) -> str:
 
 
 @functools.cache
-def _gpu_or_cpu() -> str:
-    """``cuda-sim`` where the simulated devices' compiled backend can be had (built once with the machine's C++
-    compiler), else the cpu target, said at INFO (a simulated GPU's memory and devices need the compiled backend: see
-    the README's "Which is the default")."""
+def _simulated_or_cpu(kind: str, asked: bool) -> str:
+    """Simulated target ``kind`` where the simulated devices' compiled backend can be had (built once with the
+    machine's C++ compiler), else the cpu target, said once with why: as a warning where ``kind`` was asked for, at
+    INFO where it was the default (the README's "Which is the default")."""
+    from torchdevice.callers import outside
     from torchdevice.simulated import backend
 
     configure_logging()  # the backend's first build is said
     if backend.loadable():
-        return SIMULATED_CUDA
-    log.info("\"cuda\" means the cpu target here: a simulated GPU needs the compiled backend, which cannot be had "
-             "(%s)", backend.why_not())
+        return kind
+    why = (f"\"cuda\" means the cpu target here: {kind} needs the simulated devices' compiled backend, which cannot be "
+           f"had ({backend.why_not()})")
+    if asked:
+        warnings.warn(f"torchdevice: {why}", stacklevel=outside())
+    else:
+        log.info("%s", why)
     return "cpu"
 
 

@@ -1,8 +1,8 @@
-// The simulated devices' backend in C++: what torch's C++ asks of a PrivateUse1 backend that Python cannot answer.
+// The simulated devices' backend: what torch's C++ asks of a PrivateUse1 backend.
 //
 // Built at first use by torchdevice/simulated/backend.py (torch's cpp_extension, the machine's C++ compiler) and
-// loaded as the library of the `torchdevice_sim` ops; where it cannot be built, the Python backend stands in
-// (torchdevice/simulated/device.py says what it lacks). It gives the device:
+// loaded as the library of the `torchdevice_sim` ops; where it cannot be built, no simulated target runs (the runtime
+// takes the cpu target and says why). It gives the device:
 // - hooks (PrivateUse1HooksInterface): built and available, one generator per device, a pinned-memory allocator for
 //   the host (DDP's reducer pins its map of used parameters for a device that is not the CPU), the device of a pointer,
 //   storage resizing, device counting and the current device;

@@ -1,19 +1,17 @@
-"""The simulated devices' compiled backend (``backend.cpp``): what torch's C++ asks of a ``PrivateUse1`` backend that a
-Python backend cannot answer.
+"""The simulated devices' backend (``backend.cpp``): what torch's C++ asks of a ``PrivateUse1`` backend.
 
-A Python backend registers hooks that answer three questions (built, available, a primary context); torch's C++ asks
-more of a device: DDP's reducer pins host memory for it (``find_unused_parameters=True``), ``param.data = tensor``
-between the host and it must pass the check torch makes between the host and its own devices (``Module.to`` keeps
-each parameter object so on a Mac), storages are resized through it. ``backend.cpp`` answers them, and holds the
-device's memory (counted in C++, made without a DLPack round trip).
+Its hooks answer more than whether the device is built and available: DDP's reducer pins host memory for it
+(``find_unused_parameters=True``), ``param.data = tensor`` between the host and it must pass the check torch makes
+between the host and its own devices (``Module.to`` keeps each parameter object so on a Mac), storages are resized
+through it. It holds the devices' memory (counted in C++; a GPU's through CUDA's caching allocator,
+``caching_allocator.h``), their device guard and the kernel that computes most ops on the host.
 
 It is built at first use with the machine's C++ compiler, through torch's ``cpp_extension``, into
 ``$TORCHDEVICE_BUILD_DIR``, else ``backend/`` in the user cache directory (:func:`torchdevice.cachedir.user_cache_dir`),
 one build per torch, Python and source, as DeepSpeed builds its CPU ops, said on a terminal and at INFO with the time
 it took; later processes load it. A build that failed is remembered there with the compiler's first error, and not
-tried again. Where it cannot be built (no compiler, no ``ninja``, no cache directory) or ``TORCHDEVICE_BACKEND=python``
-asks for it, the Python backend stands in, said once at INFO: everything runs but what needs the C++ hooks (see
-:data:`WITHOUT`).
+tried again. Where it cannot be had (no compiler, no ``ninja``, no cache directory), no simulated target runs: the
+runtime takes the cpu target and says why, once (:func:`torchdevice.runtime.activation.resolve_target`).
 """
 
 from __future__ import annotations
@@ -31,18 +29,10 @@ import torch
 from torchdevice.cachedir import user_cache_dir
 from torchdevice.logs import say
 
-log = logging.getLogger("torchdevice")
-
 SOURCE = Path(__file__).with_name("backend.cpp")
 HEADERS = (Path(__file__).with_name("caching_allocator.h"),)
 """What ``backend.cpp`` includes of its own (a build is keyed by them too)."""
 BUILD_DIR = "TORCHDEVICE_BUILD_DIR"
-CHOICE = "TORCHDEVICE_BACKEND"
-"""``python``: never build or load the compiled backend; ``compiled``: fail where it cannot be had."""
-WITHOUT = ("DDP with find_unused_parameters=True (pinned host memory for the device), Module.to assigning "
-           "param.data (it swaps parameter tensors instead, which DeepSpeed's weak references and bitsandbytes' "
-           "int8 parameters do not survive)")
-"""What the Python backend cannot give."""
 
 FAILED = "build-failed.txt"
 """Beside a build that failed: why, so that no later process of the same torch, Python and source builds again."""
@@ -55,23 +45,9 @@ def why_not() -> str | None:
     return _state.get("why")  # type: ignore[return-value]
 
 
-def load() -> bool:
-    """Whether the compiled backend's ops (``torch.ops.torchdevice_sim``) are loaded, building them first where
-    needed; False (said once, at INFO) where the Python backend stands in."""
-    if loadable():
-        return True
-    if os.environ.get(CHOICE) == "compiled":
-        raise RuntimeError(f"torchdevice: {CHOICE}=compiled, but the simulated devices' compiled backend cannot be "
-                           f"had: {why_not()}")
-    if "said" not in _state:
-        _state["said"] = True
-        log.info("the simulated devices run on the Python backend (%s); without the compiled one: %s",
-                 why_not(), WITHOUT)
-    return False
-
-
 def loadable() -> bool:
-    """Whether the compiled backend is loaded, building and loading it first where needed (once per process)."""
+    """Whether the backend's ops (``torch.ops.torchdevice_sim``) are loaded, building and loading them first where
+    needed (once per process)."""
     if "why" not in _state:
         _state["why"] = _load()
     return _state["why"] is None
@@ -79,8 +55,6 @@ def loadable() -> bool:
 
 def _load() -> str | None:
     """Load (building if needed) the compiled backend; why not, where it cannot be."""
-    if os.environ.get(CHOICE) == "python":
-        return f"{CHOICE}=python"
     explicit = os.environ.get(BUILD_DIR)
     cache = Path(explicit) if explicit else user_cache_dir()
     if cache is None:
@@ -129,9 +103,11 @@ def _build(name: str, directory: Path, failed: Path) -> str | None:
 
 
 def first_error(output: str) -> str:
-    """The compiler's first error in a build's output (``file:line:col: error: ...``), else its first line."""
+    """The compiler's first error in a build's output (``file:line:col: error: ...``), else the shell's (``/bin/sh: 1:
+    c++: not found``), else its first line."""
     lines = [line.strip() for line in output.strip().splitlines() if line.strip()]
-    return next((line for line in lines if "error:" in line), lines[0] if lines else "")
+    shell = (line for line in lines if line.endswith(("not found", "No such file or directory", "Permission denied")))
+    return next((line for line in lines if "error:" in line), None) or next(shell, lines[0] if lines else "")
 
 
 def _suffix() -> str:

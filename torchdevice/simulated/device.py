@@ -6,13 +6,13 @@ its autograd and autocast keys): ``type(x) is torch.Tensor``, ``nn.Parameter`` s
 new device memory comes from :func:`allocate`, a host result becomes a device tensor over the same memory through
 :func:`device_tensor` (which keeps the host tensor alive as long as the device storage lives), and the kernels compute
 on a host tensor over a device tensor's memory (:func:`host_alias`). Both are the compiled backend's (:mod:`.backend`:
-its hooks, allocator and counted memory), or, where it cannot be built, the Python backend's (a DLPack capsule retagged
-as the device's, the host's allocator given through ctypes: :mod:`.internals`). What the program sees of them
+its hooks, device guard, allocator and counted memory); where it cannot be built, no simulated target runs (the
+runtime says why and takes the cpu target). What the program sees of them
 (``x.device`` is ``mps:0``, ``cuda:1``) is :mod:`.presentation`'s; what the device is, the active profile's
 (:mod:`.profile`).
 
 Why ``PrivateUse1`` and not torch's ``MPS`` dispatch key: torch's autograd engine asks the machine's accelerator for
-the streams of a device's gradients, and a build without MPS cannot be told MPS is its accelerator; a Python backend
+the streams of a device's gradients, and a build without MPS cannot be told MPS is its accelerator; a backend
 registered as ``PrivateUse1`` (hooks, device guard, device module: torch's own extension points) can.
 
 :func:`register` makes the backend once per process (torch cannot unregister one), and :func:`configure` gives it a
@@ -23,63 +23,35 @@ simulated hardware's, per process, as a GPU's are.
 
 from __future__ import annotations
 
-import ctypes
-import os
-import sys
 import threading
 import types
-import weakref
 from typing import Any
 
 import torch
 
 from torchdevice.device import cuda_memory, gpus
-from torchdevice.simulated import alloc_conf, backend, internals
+from torchdevice.simulated import alloc_conf, backend
 from torchdevice.simulated.profile import Profile, active
 
 NAME = "simulated"
 """The backend's name, whatever the profile (a device prints as ``simulated:0`` where torch's C++ names it)."""
 MAX_DEVICES = 16
 """The most devices a profile may have (the compiled backend's)."""
-_CAPSULE = ctypes.pythonapi.PyCapsule_GetPointer
-_CAPSULE.restype, _CAPSULE.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
 CPU = torch.device("cpu")
-_LIBC10 = {"darwin": "libc10.dylib", "win32": "c10.dll"}.get(sys.platform, "libc10.so")
 GENERATORS = tuple(torch.Generator() for _ in range(MAX_DEVICES))
 """Each device's default generator: what its random ops draw from when given none (a Mac's MPS generator)."""
 GENERATOR = GENERATORS[0]
 
 _lock = threading.Lock()
-_live: list[int] = [0]
-"""Bytes of the device's live allocations."""
-_memory: list[Any] = []
-"""The compiled backend's memory ops (wrap, empty_strided, memory_stats), once it is registered."""
 _ops = torch.ops.torchdevice_sim
 _powered: list[int] = [0]
 """How many registrations of the device's kernels are alive: the device is available while one is."""
 
 
-class _Hooks(torch._C._acc.PrivateUse1Hooks):
-    def has_primary_context(self, device_index: int) -> bool:
-        return False
-
-    def is_built(self) -> bool:
-        return True
-
-    def is_available(self) -> bool:
-        return True
-
-
-class _Guard(torch._C._acc.DeviceGuard):
-    """One device, one stream, as MPS has."""
-
-    def type_(self) -> torch._C._autograd.DeviceType:  # type: ignore[override]  # what C++ reads
-        return torch._C._autograd.DeviceType.PrivateUse1
-
-
 def register() -> torch.device:
     """Make ``PrivateUse1`` the simulated device in this process (once; later calls return it); raises when another
-    backend holds ``PrivateUse1``, or when the Python backend's use of torch's internals does not fit this torch."""
+    backend holds ``PrivateUse1``, or where the compiled backend cannot be had (the runtime asks
+    :func:`.backend.loadable` before it gets here)."""
     with _lock:
         name = torch._C._get_privateuse1_backend_name()
         if name == NAME:
@@ -87,80 +59,42 @@ def register() -> torch.device:
         if name != "privateuseone":
             raise RuntimeError(f"torchdevice: the simulated devices need PyTorch's PrivateUse1 backend, which this "
                                f"program gave to {name!r}")
-        if backend.load():
-            _ops.register_backend(list(GENERATORS))
-            _memory[:] = [_ops.wrap.default, _ops.empty_strided.default, _ops.memory_stats.default]
-        else:
-            if not torch._C._acc.register_python_privateuseone_hook(_Hooks()):
-                raise RuntimeError("torchdevice: the simulated devices need PyTorch's PrivateUse1 backend, whose hooks "
-                                   "another library registered")
-            _give_an_allocator()
-            torch._C._acc.register_python_privateuseone_device_guard(_Guard())
+        if not backend.loadable():
+            raise RuntimeError(f"torchdevice: the simulated devices need their compiled backend, which cannot be had: "
+                               f"{backend.why_not()}; --target cpu runs there")
+        _ops.register_backend(list(GENERATORS))
         torch.utils.rename_privateuse1_backend(NAME)
         torch._register_device_module(NAME, _device_module())
         return torch.device(NAME, 0)
 
 
 def configure(profile: Profile) -> None:
-    """Give the registered backend ``profile``'s devices: their number, name and memory (the compiled backend's;
-    the Python one has a single device, counted byte for byte, unbounded)."""
-    if _memory:
-        _ops.configure(profile.devices, profile.type, profile.block, profile.segment, profile.gpu is not None,
-                       [profile.capacity] * profile.devices)
-        if profile.gpu is not None:
-            conf = alloc_conf.settings()
-            _ops.configure_caching(conf.max_split, conf.max_non_split_rounding, conf.large_segment,
-                                   list(conf.divisions), conf.gc_threshold, conf.error)
-            for index in range(profile.devices if conf.fraction is not None else 0):
-                _ops.set_memory_fraction(index, conf.fraction)
-        select(0)
-    elif profile.devices > 1 or profile.capacity:
-        raise RuntimeError(f"torchdevice: {profile.target} with {profile.devices} devices or bounded memory needs the "
-                           f"simulated devices' compiled backend, which is not used here: {backend.why_not()}")
+    """Give the registered backend ``profile``'s devices: their number, name and memory."""
+    _ops.configure(profile.devices, profile.type, profile.block, profile.segment, profile.gpu is not None,
+                   [profile.capacity] * profile.devices)
+    if profile.gpu is not None:
+        conf = alloc_conf.settings()
+        _ops.configure_caching(conf.max_split, conf.max_non_split_rounding, conf.large_segment,
+                               list(conf.divisions), conf.gc_threshold, conf.error)
+        for index in range(profile.devices if conf.fraction is not None else 0):
+            _ops.set_memory_fraction(index, conf.fraction)
+    select(0)
 
 
 def current() -> int:
     """This thread's current device (``torch.cuda.current_device()``; the compiled backend's guard keeps it)."""
-    return torch._C._accelerator_hooks_get_current_device() if _memory else 0
+    return torch._C._accelerator_hooks_get_current_device()
 
 
 def select(index: int) -> None:
     """Make device ``index`` this thread's current one (``torch.cuda.set_device``)."""
-    if _memory:
-        torch._C._accelerator_hooks_set_current_device(index)
-
-
-def compiled() -> bool:
-    """Whether the device runs on the compiled backend (:mod:`.backend`), after :func:`register`."""
-    return len(_memory) > 0
-
-
-def _give_an_allocator() -> None:
-    """The host's allocator for C++ code that makes a storage of the device without a kernel (a Python backend
-    registers none: such code would crash). Its storages are the host's; the simulation makes device storages
-    through its kernels (:func:`allocate`), and the Python paths that make storages directly are patched
-    (:mod:`.presentation`)."""
-    library = ctypes.CDLL(os.path.join(os.path.dirname(torch.__file__), "lib", _LIBC10))
-    get = getattr(library, internals.GET_CPU_ALLOCATOR, None)
-    set_allocator = getattr(library, internals.SET_ALLOCATOR, None)
-    if get is None or set_allocator is None:
-        raise RuntimeError(f"torchdevice: the simulated devices' Python backend needs c10's allocator functions, which "
-                           f"torch {torch.__version__}'s {_LIBC10} does not export as torch {internals.RELEASE}'s did; "
-                           "let the compiled backend be built (a C++ compiler and ninja)")
-    get.restype = ctypes.c_void_p
-    set_allocator.argtypes = [ctypes.c_int8, ctypes.c_void_p, ctypes.c_uint8]
-    set_allocator(torch._C._autograd.DeviceType.PrivateUse1.value, get(), 0)
+    torch._C._accelerator_hooks_set_current_device(index)
 
 
 def device_tensor(host: torch.Tensor, index: int = -1) -> torch.Tensor:
     """A device tensor of device ``index`` (-1: the current one) over ``host``'s memory (same sizes, strides and
     dtype), which keeps ``host`` alive."""
-    if _memory:
-        return _memory[0](host, index)
-    capsule = torch.utils.dlpack.to_dlpack(host.detach())
-    ctypes.c_int32.from_address(_CAPSULE(capsule, b"dltensor") + internals.DLPACK_DEVICE_TYPE_OFFSET).value = \
-        internals.DLPACK_EXT_DEV
-    return torch.from_dlpack(capsule)
+    return _ops.wrap.default(host, index)
 
 
 def host_alias(t: torch.Tensor) -> torch.Tensor:
@@ -180,22 +114,9 @@ def allocate(size: tuple[int, ...] | list[int], stride: tuple[int, ...] | list[i
              dtype: torch.dtype, index: int = -1) -> torch.Tensor:
     """New memory of device ``index`` (-1: the current one) for a tensor of ``size`` and ``stride`` (contiguous when
     None): counted while it lives."""
-    if _memory:
-        if stride is None:
-            stride = torch._prims_common.make_contiguous_strides_for(size)
-        return _memory[1](size, stride, dtype, index)
-    host = torch.empty(size, dtype=dtype) if stride is None else torch.empty_strided(size, stride, dtype=dtype)
-    made = device_tensor(host)
-    storage = made.untyped_storage()  # one Python object while the memory lives (torch preserves it)
-    with _lock:
-        _live[0] += storage.nbytes()
-    weakref.finalize(storage, _release, storage.nbytes())
-    return made
-
-
-def _release(nbytes: int) -> None:
-    with _lock:
-        _live[0] -= nbytes
+    if stride is None:
+        stride = torch._prims_common.make_contiguous_strides_for(size)
+    return _ops.empty_strided.default(size, stride, dtype, index)
 
 
 def power(on: bool) -> None:
@@ -207,8 +128,8 @@ def power(on: bool) -> None:
 
 def memory(index: int = 0) -> tuple[int, int, int, int, int, int]:
     """Device ``index``'s memory as its allocator counts it (:mod:`.profile`): live, peak, reserved and peak reserved
-    bytes, allocations and frees; on the Python backend the live bytes of what :func:`allocate` made."""
-    return tuple(_memory[2](index)) if _memory else (_live[0], 0, 0, 0, 0, 0)  # type: ignore[return-value]
+    bytes, allocations and frees."""
+    return tuple(_ops.memory_stats.default(index))  # type: ignore[return-value]
 
 
 def allocated() -> int:
@@ -239,7 +160,7 @@ def gpu_memory() -> list[dict[str, Any]]:
     card's memory, its allocator's peaks, out-of-memory errors and retries, and whether its peaks fit each card of
     the table (:func:`torchdevice.device.gpus.verdict`)."""
     gpu = active().gpu
-    if gpu is None or not compiled():
+    if gpu is None:
         return []
     found = []
     for index in range(active().devices):

@@ -150,7 +150,7 @@ class SimulatedKernels:
         """What the kernels raised (tests'; a kept exception keeps its traceback's tensors alive)."""
         self.keep_raised = keep_raised
         self.in_cpp = in_cpp
-        """Whether the compiled backend's kernel computes what it can (:meth:`_in_cpp`), where it is loaded."""
+        """Whether the compiled backend's kernel computes what it can (:meth:`_in_cpp`)."""
         self.kernels: dict[tuple[str, str], Kernel] = {}
         """The Python kernels registered (:func:`torchdevice.device.aten.kernel_below`)."""
         self._stack = contextlib.ExitStack()
@@ -258,7 +258,7 @@ class SimulatedKernels:
             _aten._copy_from_and_resize.default: _copy_from_and_resize}
         if self.profile.type == "cuda":  # what CUDA has and the CPU lacks
             own.update(cuda_only.kernels())
-        in_cpp = self.in_cpp and simulated_device.compiled()
+        in_cpp = self.in_cpp
         computed: set[str] = set()
         if in_cpp:  # the compiled backend's kernel computes them (and allocates and copies)
             plain, host_arguments = self._in_cpp()

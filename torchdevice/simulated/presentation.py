@@ -14,8 +14,8 @@ While the simulation is installed (every patch through the runtime's patcher):
   (:mod:`torchdevice.runtime.emulation`), reading the device's memory and card;
 - checkpoints record device storages at ``mps:0`` or ``cuda:i``, as a Mac or a GPU writes them, and storages recorded
   at the profile's device type (or ``simulated``) are restored onto the device, at their index;
-- ``Module.to`` keeps each parameter object, as a Mac's does (assigning ``param.data`` on the compiled backend,
-  :mod:`.backend`; swapping the parameters' tensors on the Python one);
+- ``Module.to`` keeps each parameter object, as a Mac's does (assigning ``param.data``: the compiled backend's
+  ``set_data``, :mod:`.backend`);
 - ``torch.compile`` compiles: Dynamo and AOTAutograd trace as for any device, and the graphs of the simulated device
   run through its kernels (where a Mac's Inductor generates Metal kernels); flex attention takes the device's inputs
   as the device the program sees;
@@ -51,7 +51,6 @@ from torchdevice.simulated.device import (
     NAME,
     allocate,
     allocated,
-    compiled,
     host_alias,
     host_bytes,
 )
@@ -83,16 +82,12 @@ def activate(patcher: Patcher, profile: Profile, macos: tuple[int, int] | None =
         _as_a_mac(patcher, macos or (14, 0))
     # ``Module.to`` keeps each parameter object (an optimizer built before ``model.cuda()`` trains it): on a Mac by
     # assigning its data, which torch allows between the host and MPS and not with the device that stands for it
-    # here; the compiled backend assigns it as torch does for MPS, the Python one can only swap the parameters'
-    # tensors, torch's other way (which weak references to a parameter and tensor subclasses' own ``.to`` defeat)
-    # (hosted tensors, as torch's wrapper subclasses, are swapped in)
-    if compiled():
-        patcher.set(torch, "_has_compatible_shallow_copy_type", _compatible(torch._has_compatible_shallow_copy_type))
-        patcher.set(torch.Tensor, "data", _data(vars(torch._C.TensorBase)["data"]))
-        module = torch.nn.modules.module
-        patcher.set(module, "is_traceable_wrapper_subclass", _or_hosted(module.is_traceable_wrapper_subclass))
-    else:
-        patcher.set(torch.__future__, "get_swap_module_params_on_conversion", lambda: True)
+    # here; the compiled backend assigns it as torch does for MPS (hosted tensors, as torch's wrapper subclasses, are
+    # swapped in)
+    patcher.set(torch, "_has_compatible_shallow_copy_type", _compatible(torch._has_compatible_shallow_copy_type))
+    patcher.set(torch.Tensor, "data", _data(vars(torch._C.TensorBase)["data"]))
+    module = torch.nn.modules.module
+    patcher.set(module, "is_traceable_wrapper_subclass", _or_hosted(module.is_traceable_wrapper_subclass))
     patcher.set(torch.UntypedStorage, "clone", _clone(torch.UntypedStorage.clone))
     patcher.set(torch.storage, "_to", _to(torch.storage._to, profile))
     patcher.set(torch.Tensor, "numpy", _numpy(torch.Tensor.numpy, shown))
