@@ -94,30 +94,28 @@ struct Counted {
 Counted count_in(c10::DeviceIndex index, int64_t nbytes) {
   TORCH_CHECK(!bad_fork, "Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must "
               "use the 'spawn' start method");
-  std::lock_guard<std::mutex> lock(memory_mutex);
-  if (caching) {
+  if (caching) {  // (set by configure, before any allocation of an installation)
     if (nbytes == 0) {
       return {0, nullptr};  // CUDA's allocator gives no block to an empty tensor
     }
+    std::lock_guard<std::mutex> lock(memory_mutex);
     auto* block = gpus[index].malloc(settings, nbytes);
     return {block->size, block};
   }
-  auto& m = memory[index];
+  auto& m = memory[index];  // counted byte for byte: atomics, no lock
   nbytes = rounded(nbytes);
   int64_t live = m.live += nbytes;
   m.allocations++;
   raise_peak(m.peak, live);
   int64_t needed = (live + segment - 1) / segment * segment;
-  if (needed > m.reserved.load()) {
-    m.reserved = needed;
-    raise_peak(m.peak_reserved, needed);
-  }
+  raise_peak(m.reserved, needed);
+  raise_peak(m.peak_reserved, needed);
   return {nbytes, nullptr};
 }
 
 void count_out(c10::DeviceIndex index, const Counted& counted) {
-  std::lock_guard<std::mutex> lock(memory_mutex);
   if (counted.block != nullptr) {
+    std::lock_guard<std::mutex> lock(memory_mutex);
     gpus[index].free(settings, counted.block);
     return;
   }

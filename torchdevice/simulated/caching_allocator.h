@@ -436,14 +436,20 @@ struct Device {
     requested_bytes.decrease(small, requested);
   }
 
+  // The nine stat arrays in the order of stats()'s row (of a const Device: const).
+  template <typename Self>
+  static auto arrays(Self& self) {
+    return std::array{&self.allocation, &self.segment, &self.active, &self.inactive_split, &self.allocated_bytes,
+                      &self.reserved_bytes, &self.active_bytes, &self.inactive_split_bytes, &self.requested_bytes};
+  }
+
   // The statistics in one row: the nine stat arrays (all, small pool, large pool; each current, peak, allocated,
   // freed), the two oversize stats, then num_alloc_retries, num_ooms, num_sync_all_streams, num_device_alloc,
   // num_device_free, max_split_size (-1: unlimited).
   std::vector<int64_t> stats(const Settings& settings) const {
     std::vector<int64_t> row;
     auto add = [&row](const Stat& s) { row.insert(row.end(), {s.current, s.peak, s.allocated, s.freed}); };
-    for (const StatArray* array : {&allocation, &segment, &active, &inactive_split, &allocated_bytes, &reserved_bytes,
-                                   &active_bytes, &inactive_split_bytes, &requested_bytes}) {
+    for (const StatArray* array : arrays(*this)) {
       for (const Stat& s : array->of) {
         add(s);
       }
@@ -457,7 +463,7 @@ struct Device {
 
   // Peaks start again from what is now (torch.cuda.reset_peak_memory_stats).
   void reset_peaks() {
-    for (StatArray* array : arrays()) {
+    for (StatArray* array : arrays(*this)) {
       for (Stat& s : array->of) {
         s.peak = s.current;
       }
@@ -468,7 +474,7 @@ struct Device {
 
   // The counts of what was allocated and freed start again (torch.cuda.reset_accumulated_memory_stats).
   void reset_accumulated() {
-    for (StatArray* array : arrays()) {
+    for (StatArray* array : arrays(*this)) {
       for (Stat& s : array->of) {
         s.allocated = s.freed = 0;
       }
@@ -477,11 +483,6 @@ struct Device {
       s->allocated = s->freed = 0;
     }
     num_alloc_retries = num_ooms = num_sync_all_streams = num_device_alloc = num_device_free = 0;
-  }
-
-  std::array<StatArray*, 9> arrays() {
-    return {&allocation, &segment, &active, &inactive_split, &allocated_bytes, &reserved_bytes, &active_bytes,
-            &inactive_split_bytes, &requested_bytes};
   }
 
   // The segments as rows: address, total size, small (1/0), its blocks' count, then per block address, size,
