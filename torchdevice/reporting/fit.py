@@ -27,7 +27,7 @@ def rows() -> list[dict[str, Any]]:
 def verdicts(processes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per card of the table: its memory, the largest peaks of the program's GPUs, the worst verdict of them and
     the smallest margin; none where no process had a simulated GPU."""
-    devices = [d for p in processes for d in p.get("gpu_memory", [])]
+    devices = _devices(processes)
     if not devices:
         return []
     reserved = max(d["peak_reserved"] for d in devices)
@@ -42,7 +42,7 @@ def verdicts(processes: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def summary(document: dict[str, Any]) -> list[str]:
     """The report's lines on memory: the run's peaks on its card, and the cards it fits."""
-    devices = [d for p in document["processes"] for d in p.get("gpu_memory", [])]
+    devices = _devices(document["processes"])
     rows = document.get("fit") or []
     if not devices or not rows:
         return []
@@ -58,3 +58,8 @@ def summary(document: dict[str, Any]) -> list[str]:
             lines.append(f"    {verdict}: {', '.join(cards)}")
     lines.append(f"    ({NOT_COUNTED})")
     return lines
+
+
+def _devices(processes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The simulated GPUs of the report's processes, process by process."""
+    return [d for p in processes for d in p.get("gpu_memory", [])]
