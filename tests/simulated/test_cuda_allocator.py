@@ -6,6 +6,9 @@ retried before CUDA's out-of-memory error), read through the answers programs an
 
 from __future__ import annotations
 
+import inspect
+import pickle
+
 import pytest
 import torch
 
@@ -179,4 +182,41 @@ def test_lightnings_device_stats_read_cudas_keys(card):
     for key in ("allocated_bytes.all.freed", "inactive_split.all.peak", "reserved_bytes.large_pool.peak"):
         assert key in found
     assert found["allocated_bytes.all.current"] == torch.cuda.memory_allocated()
+    del kept
+
+
+def test_the_memory_history_is_cudas_and_torchs_own_viewer_reads_it(card, tmp_path):
+    """``_record_memory_history``: the trace holds the allocator's actions in order, each allocation where the program
+    made it (the runtime's own frames left out, as a GPU has none), the freed block's free; ``_dump_snapshot`` writes
+    what ``torch.cuda._memory_viz`` reads; recording stops when asked."""
+    from torch.cuda import _memory_viz
+
+    torch.cuda.empty_cache()
+    reserved = torch.cuda.memory_reserved()
+    torch.cuda.memory._record_memory_history(max_entries=100)
+    try:
+        line = inspect.currentframe().f_lineno + 1
+        kept, freed = torch.empty(300_000, device="cuda"), torch.empty(10, device="cuda")
+        del freed
+        torch.cuda.memory._dump_snapshot(str(tmp_path / "snapshot.pickle"))
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+    snapshot = pickle.loads((tmp_path / "snapshot.pickle").read_bytes())
+    trace = snapshot["device_traces"][0]
+    allocs = [e for e in trace if e["action"] == "alloc"]
+    assert [e["size"] for e in allocs] == [1_200_000, 40]
+    assert all(e["frames"][0] == {"name": "test_the_memory_history_is_cudas_and_torchs_own_viewer_reads_it",
+                                  "filename": __file__, "line": line} for e in allocs)
+    frees = [(e["action"], e["addr"], e["size"]) for e in trace if e["action"].startswith("free")]
+    assert frees == [("free_requested", allocs[1]["addr"], 40), ("free_completed", allocs[1]["addr"], 40)]
+    made = sum(e["size"] for e in trace if e["action"] == "segment_alloc")
+    assert made == torch.cuda.memory_reserved() - reserved  # every segment the two made, and no other
+    (block,) = [b for s in snapshot["segments"] for b in s["blocks"] if b["address"] == allocs[0]["addr"]]
+    assert block["state"] == "active_allocated" and block["frames"] == allocs[0]["frames"]
+    assert snapshot["segments"] == torch.cuda.memory_snapshot()
+    shown = _memory_viz.trace(snapshot)
+    assert shown.count("cudaMalloc(") == sum(e["action"] == "segment_alloc" for e in trace) and "del " in shown
+    assert "<html>" in _memory_viz.trace_plot(snapshot).lower()
+    torch.empty(10, device="cuda")
+    assert torch.cuda.memory._snapshot()["device_traces"][0] == []
     del kept

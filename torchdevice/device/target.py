@@ -19,6 +19,7 @@ from typing import Protocol
 
 import torch
 
+from torchdevice.device import cuda_memory
 from torchdevice.device.aten import Kernel
 from torchdevice.device.gpus import Gpu
 from torchdevice.device.hosted import Hosting
@@ -47,8 +48,8 @@ class OwnDevices(Protocol):
     def allocator_stats(self, index: int) -> list[int]:
         """A GPU's: CUDA's caching allocator's statistics in one row (``simulated/caching_allocator.h``)."""
 
-    def allocator_snapshot(self, index: int) -> list[int]:
-        """A GPU's: its segments and their blocks in one row, likewise."""
+    def allocator_snapshot(self, index: int) -> cuda_memory.Part:
+        """A GPU's: its segments and their blocks, its trace and where each was made, likewise."""
 
     def reset_accumulated(self, index: int) -> None: ...
 

@@ -377,8 +377,8 @@ class Emulation:
         if not self._caching():
             return []
         assert self.own is not None
-        return [s for i in range(self.installation.emulated)
-                for s in cuda_memory.segments(self.own.allocator_snapshot(i), i)]
+        parts = [self.own.allocator_snapshot(i) for i in range(self.installation.emulated)]
+        return cuda_memory.snapshot(parts, {}, traces=False)["segments"]  # type: ignore[no-any-return]
 
     @word
     def reset_accumulated_memory_stats(self, device: Any = None) -> None:

@@ -14,6 +14,7 @@ what a device is, is its profile (:mod:`.profile`). Its modules:
   checkpoints);
 - :mod:`.profile`: what each device is (a GPU's card: :mod:`torchdevice.device.gpus`);
 - :mod:`.sharing`: a GPU's tensors sent to other processes share their memory, as CUDA's IPC does;
+- :mod:`.memory_history`: a GPU's memory history and snapshots (``torch.cuda.memory._record_memory_history``);
 - :mod:`.parallel`: torch's data-parallel wrappers on GPUs (``nn.DataParallel``'s copies between devices, FSDP);
 - :mod:`.libraries`: the libraries a GPU's torch brings: cuDNN's answers, NCCL's collectives;
 - :mod:`.deepspeed_gpu`: DeepSpeed's CUDA accelerator on GPUs, building its CPU ops.
@@ -29,7 +30,17 @@ from torchdevice.device import gpus
 from torchdevice.device.target import SIMULATED_CUDA, SIMULATED_MPS, Target
 from torchdevice.patching import Patcher
 from torchdevice.reporting import fit
-from torchdevice.simulated import deepspeed_gpu, device, internals, libraries, parallel, presentation, profile, sharing
+from torchdevice.simulated import (
+    deepspeed_gpu,
+    device,
+    internals,
+    libraries,
+    memory_history,
+    parallel,
+    presentation,
+    profile,
+    sharing,
+)
 from torchdevice.simulated.kernels import SimulatedKernels
 
 
@@ -50,6 +61,7 @@ def activate(patcher: Patcher, name: str, devices: int = 1, gpu: gpus.Gpu | None
         if device.gpu_memory not in fit.SOURCES:
             fit.SOURCES.append(device.gpu_memory)  # the report's "will it fit" (its peaks, kept after uninstall)
         sharing.activate(patcher)  # CUDA's IPC (torch shares no MPS memory between processes)
+        memory_history.activate(patcher)  # torch.cuda.memory._record_memory_history, _snapshot
         parallel.activate(patcher)  # CUDA's copies between devices (nn.DataParallel), FSDP
         libraries.activate(patcher, sim.profile)  # cuDNN, NCCL
         deepspeed_gpu.activate(patcher)  # its CUDA accelerator

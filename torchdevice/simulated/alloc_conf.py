@@ -17,7 +17,7 @@ import logging
 import os
 import re
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 
@@ -47,6 +47,16 @@ class Settings(NamedTuple):
     """``per_process_memory_fraction``: what ``torch.cuda.set_per_process_memory_fraction`` would set."""
     error: str = ""
     """torch's words for a bad string, raised at the first allocation."""
+
+
+def reported(conf: Settings) -> dict[str, Any]:
+    """``conf`` as ``torch.cuda.memory._snapshot()`` reports CUDA's settings (its ``allocator_settings``; -1: no
+    max_split_size; the pinned-memory settings torch's defaults)."""
+    return {"PYTORCH_CUDA_ALLOC_CONF": text(), "max_split_size": conf.max_split,
+            "garbage_collection_threshold": conf.gc_threshold, "expandable_segments": False,
+            "pinned_num_register_threads": 1, "release_lock_on_cudamalloc": False,
+            "pinned_use_cuda_host_register": False,
+            "roundup_power2_divisions": {str(1 << i): divisions for i, divisions in enumerate(conf.divisions)}}
 
 
 def text() -> str:

@@ -26,6 +26,7 @@
 #include <c10/core/impl/alloc_cpu.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/variable.h>
+#include <torch/csrc/profiler/combined_traceback.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -33,7 +34,9 @@
 #include <atomic>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <cstring>
 #include <mutex>
@@ -98,8 +101,9 @@ Counted count_in(c10::DeviceIndex index, int64_t nbytes) {
     if (nbytes == 0) {
       return {0, nullptr};  // CUDA's allocator gives no block to an empty tensor
     }
+    auto context = settings.history.context(1);  // before the lock: gathering Python's frames takes the GIL
     std::lock_guard<std::mutex> lock(memory_mutex);
-    auto* block = gpus[index].malloc(settings, nbytes);
+    auto* block = gpus[index].malloc(settings, nbytes, context);
     return {block->size, block};
   }
   auto& m = memory[index];  // counted byte for byte: atomics, no lock
@@ -115,8 +119,9 @@ Counted count_in(c10::DeviceIndex index, int64_t nbytes) {
 
 void count_out(c10::DeviceIndex index, const Counted& counted) {
   if (counted.block != nullptr) {
+    auto context = settings.history.context(3);
     std::lock_guard<std::mutex> lock(memory_mutex);
-    gpus[index].free(settings, counted.block);
+    gpus[index].free(settings, counted.block, context);
     return;
   }
   memory[index].live -= counted.bytes;
@@ -716,10 +721,62 @@ std::vector<int64_t> allocator_stats(int64_t index) {
   return gpus.at(index).stats(settings);
 }
 
-// Device `index`'s segments and their blocks (cuda_caching::Device::snapshot).
-std::vector<int64_t> allocator_snapshot(int64_t index) {
+// Python's frames where the allocator acts (as torch's own snapshot gathers them for CUDA's: Python and TorchScript).
+cuda_caching::Context gather_python() { return torch::CapturedTraceback::gather(true, true, false); }
+
+// `torch.cuda.memory._record_memory_history`, for every device, with torch's checks of its options: `enabled` None
+// (off), "state" (the blocks' contexts) or "all" (and the trace of the last `max_entries` actions); `context` when
+// frames are gathered; `stacks` "python" or "all" (C++ frames are not gathered: the simulation's are not a GPU's).
+void record_history(std::optional<std::string> enabled, std::optional<std::string> context, std::string stacks,
+                    int64_t max_entries, bool clear_history, std::vector<std::string> skip_actions) {
+  TORCH_CHECK(!enabled || *enabled == "state" || *enabled == "all", "expected state to be 'state', 'all', or None");
+  TORCH_CHECK(!context || *context == "state" || *context == "alloc" || *context == "all",
+              "expected context to be 'state', 'alloc', 'all', or None");
+  TORCH_CHECK(stacks == "python" || stacks == "all", "expected stacks to be 'python', or 'all'");
+  static const std::array<const char*, cuda_caching::kActions> names{
+      "alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "oom"};
   std::lock_guard<std::mutex> lock(memory_mutex);
-  return gpus.at(index).snapshot();
+  auto& h = settings.history;
+  h.enabled = enabled.has_value();
+  h.max_entries = enabled && *enabled == "all" ? static_cast<size_t>(std::max<int64_t>(max_entries, 1)) : 1;
+  h.when = !context ? 0 : *context == "state" ? 1 : *context == "alloc" ? 2 : 3;
+  for (size_t i = 0; i < names.size(); i++) {
+    h.skip[i] = std::find(skip_actions.begin(), skip_actions.end(), names[i]) != skip_actions.end();
+  }
+  h.gather = &gather_python;
+  for (auto& gpu : gpus) {
+    if (!h.enabled || clear_history || gpu.trace.size() > h.max_entries) {
+      gpu.clear_trace();
+    }
+  }
+}
+
+// Device `index`'s segments and their blocks, and its trace (cuda_caching::Device::snapshot, trace_rows), their
+// contexts as tracebacks (each: its frames' count, then their indices) of frames (each: file, function, line).
+std::tuple<std::vector<int64_t>, std::vector<int64_t>, std::vector<int64_t>, std::vector<std::string>>
+allocator_snapshot(int64_t index) {
+  std::vector<cuda_caching::Context> contexts;
+  std::vector<int64_t> segments, trace;
+  {
+    std::lock_guard<std::mutex> lock(memory_mutex);
+    segments = gpus.at(index).snapshot(contexts);
+    trace = gpus.at(index).trace_rows(contexts);
+  }
+  std::vector<torch::CapturedTraceback*> captured;
+  for (const auto& context : contexts) {
+    captured.push_back(static_cast<torch::CapturedTraceback*>(context.get()));  // all gathered by gather_python
+  }
+  auto symbolized = torch::symbolize(captured);
+  std::vector<int64_t> tracebacks;
+  for (const auto& frames : symbolized.tracebacks) {
+    tracebacks.push_back(static_cast<int64_t>(frames.size()));
+    tracebacks.insert(tracebacks.end(), frames.begin(), frames.end());
+  }
+  std::vector<std::string> frames;
+  for (const auto& frame : symbolized.all_frames) {
+    frames.insert(frames.end(), {frame.filename, frame.funcname, std::to_string(frame.lineno)});
+  }
+  return {segments, trace, tracebacks, frames};
 }
 
 // Peaks start again from what is live and reserved now (`torch.cuda.reset_peak_memory_stats`).
@@ -748,9 +805,10 @@ void set_memory_fraction(int64_t index, double fraction) {
 // The cache gives back what no block uses (`torch.cuda.empty_cache`): on a GPU its free segments; counted block by
 // block, the segments of the live bytes stay reserved.
 void empty_cache(int64_t index) {
+  auto context = settings.history.context(3);
   std::lock_guard<std::mutex> lock(memory_mutex);
   if (caching) {
-    gpus.at(index).release_cached(settings);
+    gpus.at(index).release_cached(settings, context);
     return;
   }
   auto& m = memory.at(index);
@@ -779,7 +837,10 @@ TORCH_LIBRARY(torchdevice_sim, m) {
         "str error) -> ()",
         &configure_caching);
   m.def("allocator_stats(int index) -> int[]", &allocator_stats);
-  m.def("allocator_snapshot(int index) -> int[]", &allocator_snapshot);
+  m.def("allocator_snapshot(int index) -> (int[], int[], int[], str[])", &allocator_snapshot);
+  m.def("record_history(str? enabled, str? context, str stacks, int max_entries, bool clear_history, "
+        "str[] skip_actions) -> ()",
+        &record_history);
   m.def("reset_accumulated(int index) -> ()", &reset_accumulated);
   m.def("set_memory_fraction(int index, float fraction) -> ()", &set_memory_fraction);
   m.def("wrap(Tensor host, int index=-1) -> Tensor", &wrap);

@@ -4,15 +4,20 @@
 // tensor uses is the host's. What it decides is what a GPU's would: the bytes reserved, when a segment is made,
 // split, merged, released, and when an allocation fails with CUDA's out-of-memory error; its statistics are those
 // `torch.cuda.memory_stats()` reads. One stream per device (the simulated device's), so the pools are one per size.
+// With `torch.cuda.memory._record_memory_history` on, it keeps what CUDA's keeps for `torch.cuda.memory._snapshot`:
+// each block's and segment's context (where it was allocated) and a trace of its actions.
 #pragma once
 
+#include <c10/core/Allocator.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <memory>
 #include <set>
 #include <string>
 #include <vector>
@@ -28,6 +33,31 @@ constexpr int64_t kRoundLarge = 2097152;    // larger segments are rounded up to
 constexpr int64_t kUnlimited = std::numeric_limits<int64_t>::max();
 constexpr int kIntervals = 16;              // roundup_power2_divisions' intervals: 1 MiB ... 64 GiB
 
+using Context = std::shared_ptr<c10::GatheredContext>;
+
+// What the trace records, in the order of torch's TraceEntry::Action (the names: the backend's).
+enum Action { kAlloc, kFreeRequested, kFreeCompleted, kSegmentAlloc, kSegmentFree, kOom, kActions };
+
+struct TraceEntry {
+  Action action;
+  int64_t addr, size, time_us;  // an out-of-memory error's addr: the bytes free on the device
+  Context context;
+};
+
+// _record_memory_history's settings, the same for every device as CUDA's: whether it records, how many trace
+// entries it keeps (the last ones), when it gathers a context (0: never, 1: for the state, 2: and allocations'
+// entries, 3: and frees'), the actions it skips, and how it gathers one (the backend's: Python's frames).
+struct History {
+  bool enabled = false;
+  size_t max_entries = 1;
+  int when = 0;
+  std::array<bool, kActions> skip{};
+  Context (*gather)() = nullptr;
+
+  // The context of an action of `level` (gathered outside the allocator's lock: gathering takes the GIL).
+  Context context(int level) const { return enabled && when >= level && gather != nullptr ? gather() : nullptr; }
+};
+
 // PYTORCH_CUDA_ALLOC_CONF's settings (parsed on the Python side as torch parses them).
 struct Settings {
   int64_t max_split_size = kUnlimited;
@@ -36,6 +66,7 @@ struct Settings {
   std::array<int64_t, kIntervals> divisions{};  // per power-of-two interval from 1 MiB; 0: none
   double gc_threshold = 0;
   std::string error;  // a bad settings string: torch's words for it, raised at the first allocation
+  History history;
 };
 
 struct Stat {
@@ -69,6 +100,7 @@ struct Block {
   bool small, allocated = false;
   Block *prev = nullptr, *next = nullptr;  // the blocks of the same segment it was split from
   int64_t gc_count_base = 0;
+  Context context_when_allocated, context_when_segment_allocated;  // the latter: a segment's first block's
   Block(int64_t address, int64_t size, bool small) : address(address), size(size), small(small) {}
   bool is_split() const { return prev != nullptr || next != nullptr; }
 };
@@ -122,8 +154,40 @@ struct Device {
       inactive_split_bytes, requested_bytes;
   Stat oversize_allocations, oversize_segments;
   int64_t num_alloc_retries = 0, num_ooms = 0, num_sync_all_streams = 0, num_device_alloc = 0, num_device_free = 0;
+  std::vector<TraceEntry> trace;  // a ring of the history's last entries, the next to be replaced at trace_next
+  size_t trace_next = 0;
 
   Pool& pool_of(bool small) { return small ? small_pool : large_pool; }
+
+  void record(const Settings& settings, Action action, int64_t addr, int64_t size, const Context& context) {
+    const History& h = settings.history;
+    if (!h.enabled || h.skip[action]) {
+      return;
+    }
+    auto now = std::chrono::system_clock::now().time_since_epoch();
+    TraceEntry entry{action, addr, size, std::chrono::duration_cast<std::chrono::microseconds>(now).count(),
+                     h.when >= 2 ? context : nullptr};
+    if (trace.size() < h.max_entries) {
+      trace.push_back(std::move(entry));
+    } else {
+      trace[trace_next] = std::move(entry);
+      trace_next = (trace_next + 1) % h.max_entries;
+    }
+  }
+
+  // The trace, oldest first.
+  std::vector<const TraceEntry*> entries() const {
+    std::vector<const TraceEntry*> found;
+    for (size_t i = 0; i < trace.size(); i++) {
+      found.push_back(&trace[(trace_next + i) % trace.size()]);
+    }
+    return found;
+  }
+
+  void clear_trace() {
+    trace.clear();
+    trace_next = 0;
+  }
 
   static int64_t roundup_power2_next_division(int64_t size, int64_t divisions) {
     if ((size & (size - 1)) == 0) {
@@ -183,7 +247,7 @@ struct Device {
   }
 
   // cudaMalloc of a segment of `size` bytes: null where the card (or the process's fraction of it) has no room.
-  Block* new_segment(int64_t size, bool small, bool retry) {
+  Block* new_segment(const Settings& settings, int64_t size, bool small, bool retry, const Context& context) {
     if (retry) {
       num_alloc_retries++;
     }
@@ -197,10 +261,14 @@ struct Device {
     segment.increase(small, 1);
     reserved_bytes.increase(small, size);
     num_device_alloc++;
+    block->context_when_segment_allocated = context;
+    record(settings, kSegmentAlloc, block->address, size, context);
     return block;
   }
 
-  void release_segment(const Settings& settings, Block* block) {
+  void release_segment(const Settings& settings, Block* block, const Context& context) {
+    record(settings, kSegmentFree, block->address, block->size,
+           context ? context : block->context_when_segment_allocated);
     reserved -= block->size;
     segment.decrease(block->small, 1);
     reserved_bytes.decrease(block->small, block->size);
@@ -214,13 +282,13 @@ struct Device {
   }
 
   // The free segments no block of which is in use, given back (torch.cuda.empty_cache, and before failing).
-  bool release_cached(const Settings& settings) {
+  bool release_cached(const Settings& settings, const Context& context = nullptr) {
     num_sync_all_streams++;
     for (auto* pool : {&large_pool, &small_pool}) {
       for (auto it = pool->blocks.begin(); it != pool->blocks.end();) {
         Block* block = *it++;
         if (!block->is_split()) {
-          release_segment(settings, block);
+          release_segment(settings, block, context);
         }
       }
     }
@@ -228,7 +296,7 @@ struct Device {
   }
 
   // With max_split_size set: oversize free segments given back until `size` bytes are, largest first.
-  bool release_available_cached(const Settings& settings, int64_t size, bool small) {
+  bool release_available_cached(const Settings& settings, int64_t size, bool small, const Context& context) {
     if (settings.max_split_size == kUnlimited) {
       return false;
     }
@@ -236,7 +304,7 @@ struct Device {
     Block key(0, size < settings.max_split_size ? settings.max_split_size : size, small);
     auto found = pool.blocks.lower_bound(&key);
     if (found != pool.blocks.end()) {
-      release_segment(settings, *found);
+      release_segment(settings, *found, context);
       return true;
     }
     if (found == pool.blocks.begin()) {
@@ -251,7 +319,7 @@ struct Device {
         --found;
       }
       released += (*current)->size;
-      release_segment(settings, *current);
+      release_segment(settings, *current, context);
       if (first) {
         break;
       }
@@ -261,7 +329,7 @@ struct Device {
 
   // garbage_collection_threshold: the least recently reused free segments of the large pool given back until the
   // reserved memory is under the threshold's share of what the process is allowed.
-  void collect_garbage(const Settings& settings) {
+  void collect_garbage(const Settings& settings, const Context& context) {
     auto threshold = static_cast<int64_t>(settings.gc_threshold * static_cast<double>(allowed));
     if (reserved <= threshold) {
       return;
@@ -286,14 +354,15 @@ struct Device {
           reclaimed += block->size;
           total_age -= age(block);
           freeable--;
-          release_segment(settings, block);
+          release_segment(settings, block, context);
         }
       }
     }
   }
 
   // An allocation of `requested` bytes, as CUDA's allocator makes it; CUDA's out-of-memory error where it fails.
-  Block* malloc(const Settings& settings, int64_t requested) {
+  // `context`: where it is made (History::context(1)).
+  Block* malloc(const Settings& settings, int64_t requested, const Context& context) {
     TORCH_CHECK_VALUE(settings.error.empty(), settings.error);
     int64_t size = round_size(settings, requested);
     bool small = size <= kSmallSize;
@@ -301,22 +370,23 @@ struct Device {
     Block* block = free_block_for(settings, size, small);
     if (block == nullptr) {
       if (set_fraction && settings.gc_threshold > 0) {
-        collect_garbage(settings);
+        collect_garbage(settings, context);
       }
-      block = new_segment(alloc_size, small, false);
-      if (block == nullptr && release_available_cached(settings, size, small)) {
-        block = new_segment(alloc_size, small, false);
+      block = new_segment(settings, alloc_size, small, false, context);
+      if (block == nullptr && release_available_cached(settings, size, small, context)) {
+        block = new_segment(settings, alloc_size, small, false, context);
       }
-      if (block == nullptr && release_cached(settings)) {
-        block = new_segment(alloc_size, small, true);
+      if (block == nullptr && release_cached(settings, context)) {
+        block = new_segment(settings, alloc_size, small, true, context);
       }
       if (block != nullptr && alloc_size >= settings.max_split_size) {
         oversize_segments.increase(1);
       }
     }
     if (block == nullptr) {
-      num_ooms++;
       int64_t free_bytes = std::max<int64_t>(capacity - reserved, 0);
+      record(settings, kOom, free_bytes, size, context);
+      num_ooms++;
       std::string allowed_info = set_fraction ? format_size(allowed) + " allowed; " : "";
       std::string process_info = "Including non-PyTorch memory, this process has " + format_size(reserved) +
                                  " memory in use. ";  // what NVML says of the process: its segments
@@ -361,6 +431,8 @@ struct Device {
     }
     block->allocated = true;
     block->requested = requested;
+    block->context_when_allocated = context;
+    record(settings, kAlloc, block->address, requested, context);
     allocation.increase(small, 1);
     allocated_bytes.increase(small, block->size);
     active.increase(small, 1);
@@ -383,6 +455,7 @@ struct Device {
       segments.erase(src);
       dst->address = src->address;
       dst->prev = src->prev;
+      dst->context_when_segment_allocated = std::move(src->context_when_segment_allocated);
       if (dst->prev) {
         dst->prev->next = dst;
       } else {
@@ -400,9 +473,14 @@ struct Device {
     return subsumed;
   }
 
-  void free(const Settings& settings, Block* block) {
+  // `context`: where it is freed (History::context(3)).
+  void free(const Settings& settings, Block* block, const Context& context) {
     bool small = block->small;
     block->allocated = false;
+    const Context& where = context ? context : block->context_when_allocated;
+    record(settings, kFreeRequested, block->address, block->requested, where);
+    record(settings, kFreeCompleted, block->address, block->requested, where);
+    block->context_when_allocated = nullptr;
     allocation.decrease(small, 1);
     allocated_bytes.decrease(small, block->size);
     if (block->size >= settings.max_split_size) {
@@ -485,9 +563,9 @@ struct Device {
     num_alloc_retries = num_ooms = num_sync_all_streams = num_device_alloc = num_device_free = 0;
   }
 
-  // The segments as rows: address, total size, small (1/0), its blocks' count, then per block address, size,
-  // requested size, allocated (1/0).
-  std::vector<int64_t> snapshot() const {
+  // The segments as rows: address, total size, small (1/0), its blocks' count, its context, then per block address,
+  // size, requested size, allocated (1/0), its context; a context is its index in `contexts` (-1: none).
+  std::vector<int64_t> snapshot(std::vector<Context>& contexts) const {
     std::vector<int64_t> row;
     for (const Block* first : segments) {
       int64_t total = 0, count = 0;
@@ -495,12 +573,31 @@ struct Device {
         total += b->size;
         count++;
       }
-      row.insert(row.end(), {first->address, total, first->small ? 1 : 0, count});
+      row.insert(row.end(), {first->address, total, first->small ? 1 : 0, count,
+                             index_of(contexts, first->context_when_segment_allocated)});
       for (const Block* b = first; b != nullptr; b = b->next) {
-        row.insert(row.end(), {b->address, b->size, b->requested, b->allocated ? 1 : 0});
+        row.insert(row.end(), {b->address, b->size, b->requested, b->allocated ? 1 : 0,
+                               index_of(contexts, b->context_when_allocated)});
       }
     }
     return row;
+  }
+
+  // The trace as rows: action, address, size, time in microseconds, context (as in snapshot()).
+  std::vector<int64_t> trace_rows(std::vector<Context>& contexts) const {
+    std::vector<int64_t> row;
+    for (const TraceEntry* e : entries()) {
+      row.insert(row.end(), {e->action, e->addr, e->size, e->time_us, index_of(contexts, e->context)});
+    }
+    return row;
+  }
+
+  static int64_t index_of(std::vector<Context>& contexts, const Context& context) {
+    if (!context) {
+      return -1;
+    }
+    contexts.push_back(context);
+    return static_cast<int64_t>(contexts.size()) - 1;
   }
 };
 

@@ -197,9 +197,15 @@ class _Own:
         return list(_ops.allocator_stats(index))
 
     @staticmethod
-    def allocator_snapshot(index: int) -> list[int]:
-        """Its segments and their blocks, likewise (``Device::snapshot``)."""
-        return list(_ops.allocator_snapshot(index))
+    def allocator_snapshot(index: int) -> cuda_memory.Part:
+        """Its segments and their blocks, its trace, and where each was made, likewise (``Device::snapshot``)."""
+        return _ops.allocator_snapshot(index)  # type: ignore[no-any-return]
+
+    @staticmethod
+    def record_history(enabled: str | None, context: str | None, stacks: str, max_entries: int,
+                       clear_history: bool, skip_actions: list[str]) -> None:
+        """``torch.cuda.memory._record_memory_history``'s settings, for every device (:mod:`.memory_history`)."""
+        _ops.record_history(enabled, context, stacks, min(max_entries, (1 << 63) - 1), clear_history, skip_actions)
 
     @staticmethod
     def reset_accumulated(index: int) -> None:
