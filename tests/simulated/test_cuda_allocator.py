@@ -220,3 +220,43 @@ def test_the_memory_history_is_cudas_and_torchs_own_viewer_reads_it(card, tmp_pa
     torch.empty(10, device="cuda")
     assert torch.cuda.memory._snapshot()["device_traces"][0] == []
     del kept
+
+
+def test_settings_changed_while_the_program_runs_decide_from_then_on(card):
+    """``_set_allocator_settings``: torch's parser takes the string (its own error for a bad value), and the
+    allocator decides by it from then on: with ``max_split_size_mb:20`` a freed 26 MiB segment is oversize, so a
+    5 MiB request no longer splits it but gets a 20 MiB segment of its own."""
+    def reserved_for_two() -> int:
+        torch.cuda.empty_cache()
+        before = torch.cuda.memory_reserved()
+        first = torch.empty(25 * MIB // 4, device="cuda")
+        del first
+        second = torch.empty(5 * MIB // 4, device="cuda")
+        try:
+            return torch.cuda.memory_reserved() - before
+        finally:
+            del second
+
+    with pytest.warns(FutureWarning):
+        with pytest.raises(ValueError, match="max_split_size_mb"):
+            torch.cuda.memory._set_allocator_settings("max_split_size_mb:4")
+    assert reserved_for_two() == 26 * MIB
+    with pytest.warns(FutureWarning):
+        torch.cuda.memory._set_allocator_settings("max_split_size_mb:20")
+    assert stats()["max_split_size"] == 20 * MIB
+    assert reserved_for_two() == 26 * MIB + 20 * MIB
+
+
+def test_an_out_of_memory_observer_is_called_before_the_error_and_may_take_a_snapshot(card):
+    """``_cuda_attach_out_of_memory_observer``: called with the device, the segment it could not have, the memory
+    the process may use and the memory free, before CUDA's error (torch's memory docs dump a snapshot there)."""
+    seen = []
+    torch._C._cuda_attach_out_of_memory_observer(
+        lambda *numbers: seen.append((numbers, torch.cuda.memory._snapshot()["segments"])))
+    total = torch.cuda.get_device_properties(0).total_memory
+    with pytest.raises(torch.OutOfMemoryError) as raised:
+        torch.empty(total, dtype=torch.uint8, device="cuda")
+    ((device, alloc, allowed, free), segments), = seen
+    assert (device, allowed) == (0, total) and alloc >= total
+    assert f"Tried to allocate {alloc / (1 << 30):.2f} GiB" in str(raised.value)
+    assert free == total - sum(s["total_size"] for s in segments)

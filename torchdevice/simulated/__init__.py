@@ -14,7 +14,8 @@ what a device is, is its profile (:mod:`.profile`). Its modules:
   checkpoints);
 - :mod:`.profile`: what each device is (a GPU's card: :mod:`torchdevice.device.gpus`);
 - :mod:`.sharing`: a GPU's tensors sent to other processes share their memory, as CUDA's IPC does;
-- :mod:`.memory_history`: a GPU's memory history and snapshots (``torch.cuda.memory._record_memory_history``);
+- :mod:`.memory_tools`: torch's memory tools on a GPU: its history and snapshots (``torch.cuda.memory.
+  _record_memory_history``), settings changed as the program runs;
 - :mod:`.parallel`: torch's data-parallel wrappers on GPUs (``nn.DataParallel``'s copies between devices, FSDP);
 - :mod:`.libraries`: the libraries a GPU's torch brings: cuDNN's answers, NCCL's collectives;
 - :mod:`.deepspeed_gpu`: DeepSpeed's CUDA accelerator on GPUs, building its CPU ops.
@@ -35,7 +36,7 @@ from torchdevice.simulated import (
     device,
     internals,
     libraries,
-    memory_history,
+    memory_tools,
     parallel,
     presentation,
     profile,
@@ -61,7 +62,7 @@ def activate(patcher: Patcher, name: str, devices: int = 1, gpu: gpus.Gpu | None
         if device.gpu_memory not in fit.SOURCES:
             fit.SOURCES.append(device.gpu_memory)  # the report's "will it fit" (its peaks, kept after uninstall)
         sharing.activate(patcher)  # CUDA's IPC (torch shares no MPS memory between processes)
-        memory_history.activate(patcher)  # torch.cuda.memory._record_memory_history, _snapshot
+        memory_tools.activate(patcher)  # torch.cuda.memory._record_memory_history, _snapshot
         parallel.activate(patcher)  # CUDA's copies between devices (nn.DataParallel), FSDP
         libraries.activate(patcher, sim.profile)  # cuDNN, NCCL
         deepspeed_gpu.activate(patcher)  # its CUDA accelerator

@@ -32,6 +32,9 @@ COMMON_KEYS = frozenset({"large_segment_size_mb", "max_split_size_mb", "max_non_
                          "pinned_use_background_threads", "pinned_max_round_threshold_mb",
                          "pinned_max_cached_size_mb"})
 """The keys of torch's common allocator parser (``c10/core/AllocatorConfig.cpp``)."""
+CHECK = getattr(torch._C, "_accelerator_setAllocatorSettings", None)
+"""torch's own parser of the settings (the releases that have it; a simulated GPU's ``_set_allocator_settings``
+calls it too)."""
 NOT_SIMULATED = {("expandable_segments", "true"): "expandable segments",
                  ("backend", "cudamallocasync"): "the cudaMallocAsync backend"}
 
@@ -69,10 +72,9 @@ def settings(conf: str | None = None) -> Settings:
     conf = text() if conf is None else conf
     if not conf.strip():
         return Settings()
-    check = getattr(torch._C, "_accelerator_setAllocatorSettings", None)
-    if check is not None:
+    if CHECK is not None:
         try:
-            check(conf)
+            CHECK(conf)
         except (ValueError, RuntimeError) as exc:
             return Settings(error=str(exc))
     try:

@@ -87,6 +87,11 @@ void forked_child() {
               std::any_of(gpus.begin(), gpus.end(), [](const cuda_caching::Device& d) { return d.num_device_alloc > 0; }));
 }
 
+// `torch._C._cuda_attach_out_of_memory_observer`'s observers: called with the device, the segment's size, the memory
+// the process may use and the memory free, before CUDA's out-of-memory error is raised.
+using OomObserver = void (*)(int64_t, int64_t, int64_t, int64_t);
+std::vector<OomObserver> oom_observers;
+
 // An allocation as it was counted: its bytes, and its block of CUDA's allocator (null where counted byte for byte).
 struct Counted {
   int64_t bytes;
@@ -102,8 +107,22 @@ Counted count_in(c10::DeviceIndex index, int64_t nbytes) {
       return {0, nullptr};  // CUDA's allocator gives no block to an empty tensor
     }
     auto context = settings.history.context(1);  // before the lock: gathering Python's frames takes the GIL
-    std::lock_guard<std::mutex> lock(memory_mutex);
-    auto* block = gpus[index].malloc(settings, nbytes, context);
+    cuda_caching::OutOfMemory oom;
+    cuda_caching::Block* block = nullptr;
+    std::vector<OomObserver> observers;
+    {
+      std::lock_guard<std::mutex> lock(memory_mutex);
+      block = gpus[index].malloc(settings, nbytes, context, oom);
+      if (block == nullptr) {
+        observers = oom_observers;
+      }
+    }
+    if (block == nullptr) {  // CUDA's observers are called without its lock (they may take a snapshot), then it raises
+      for (auto observer : observers) {
+        observer(index, oom.alloc_size, oom.allowed, oom.free);
+      }
+      TORCH_CHECK_WITH(OutOfMemoryError, false, oom.message);
+    }
     return {block->size, block};
   }
   auto& m = memory[index];  // counted byte for byte: atomics, no lock
@@ -829,6 +848,18 @@ void set_data(const at::Tensor& self, const at::Tensor& data) {
 }
 
 }  // namespace
+
+// An out-of-memory observer (a C function: the Python side's ctypes callback, which takes the GIL itself).
+extern "C" void torchdevice_sim_attach_oom_observer(OomObserver observer) {
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  oom_observers.push_back(observer);
+}
+
+// The observers gone (the installation's end).
+extern "C" void torchdevice_sim_detach_oom_observers() {
+  std::lock_guard<std::mutex> lock(memory_mutex);
+  oom_observers.clear();
+}
 
 TORCH_LIBRARY(torchdevice_sim, m) {
   m.def("register_backend(Generator?[] generators) -> ()", &register_backend);

@@ -45,6 +45,12 @@ def why_not() -> str | None:
     return _state.get("why")  # type: ignore[return-value]
 
 
+def library() -> Path:
+    """The loaded backend's shared library (its C functions: :mod:`.memory_tools`' observers), after
+    :func:`loadable`."""
+    return _state["library"]  # type: ignore[return-value]
+
+
 def loadable() -> bool:
     """Whether the backend's ops (``torch.ops.torchdevice_sim``) are loaded, building and loading them first where
     needed (once per process)."""
@@ -68,6 +74,7 @@ def _load() -> str | None:
     try:
         if library.exists():
             torch.ops.load_library(str(library))
+            _state["library"] = library
             return None
         if failed.exists():  # built once and failed: not tried again for this torch, Python and source
             return failed.read_text(encoding="utf-8").strip()
@@ -99,6 +106,7 @@ def _build(name: str, directory: Path, failed: Path) -> str | None:
     finally:
         quiet.setLevel(level)
     say(f"built the simulated devices' compiled backend in {time.monotonic() - start:.1f} s")
+    _state["library"] = directory / f"{name}{_suffix()}"
     return None
 
 

@@ -140,6 +140,13 @@ inline std::string format_size(int64_t bytes) {
 
 inline int floor_log2(int64_t value) { return 63 - __builtin_clzll(static_cast<unsigned long long>(value)); }
 
+// An allocation that failed: what CUDA's out-of-memory observers are told (the segment's size, the memory the
+// process may use, the memory free), and CUDA's message.
+struct OutOfMemory {
+  int64_t alloc_size = 0, allowed = 0, free = 0;
+  std::string message;
+};
+
 // One device's allocator.
 struct Device {
   int index = 0;
@@ -360,9 +367,10 @@ struct Device {
     }
   }
 
-  // An allocation of `requested` bytes, as CUDA's allocator makes it; CUDA's out-of-memory error where it fails.
-  // `context`: where it is made (History::context(1)).
-  Block* malloc(const Settings& settings, int64_t requested, const Context& context) {
+  // An allocation of `requested` bytes, as CUDA's allocator makes it; null where it fails, `oom` then filled for
+  // CUDA's observers and error (raised by the caller, outside its lock, after them). `context`: where it is made
+  // (History::context(1)).
+  Block* malloc(const Settings& settings, int64_t requested, const Context& context, OutOfMemory& oom) {
     TORCH_CHECK_VALUE(settings.error.empty(), settings.error);
     int64_t size = round_size(settings, requested);
     bool small = size <= kSmallSize;
@@ -391,15 +399,16 @@ struct Device {
       std::string process_info = "Including non-PyTorch memory, this process has " + format_size(reserved) +
                                  " memory in use. ";  // what NVML says of the process: its segments
       int64_t allocated = allocated_bytes.of[0].current, held = reserved_bytes.of[0].current;
-      TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory. Tried to allocate ", format_size(alloc_size),
-                       ". GPU ", index, " has a total capacity of ", format_size(capacity), " of which ",
-                       format_size(free_bytes), " is free. ", process_info, allowed_info,
-                       "Of the allocated memory ", format_size(allocated), " is allocated by PyTorch, and ",
-                       format_size(held - allocated), " is reserved by PyTorch but unallocated. If reserved but "
-                       "unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to "
-                       "avoid fragmentation.  See documentation for Memory Management  "
-                       "(https://docs.pytorch.org/docs/stable/notes/cuda.html"
-                       "#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)");
+      oom = {alloc_size, set_fraction ? allowed : capacity, free_bytes,
+             c10::str("CUDA out of memory. Tried to allocate ", format_size(alloc_size), ". GPU ", index,
+                      " has a total capacity of ", format_size(capacity), " of which ", format_size(free_bytes),
+                      " is free. ", process_info, allowed_info, "Of the allocated memory ", format_size(allocated),
+                      " is allocated by PyTorch, and ", format_size(held - allocated),
+                      " is reserved by PyTorch but unallocated. If reserved but unallocated memory is large try "
+                      "setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See "
+                      "documentation for Memory Management  (https://docs.pytorch.org/docs/stable/notes/cuda.html"
+                      "#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)")};
+      return nullptr;
     }
     bool split = small ? block->size - size >= kMinBlockSize
                        : size < settings.max_split_size && block->size - size > kSmallSize;

@@ -73,12 +73,17 @@ def configure(profile: Profile) -> None:
     _ops.configure(profile.devices, profile.type, profile.block, profile.segment, profile.gpu is not None,
                    [profile.capacity] * profile.devices)
     if profile.gpu is not None:
-        conf = alloc_conf.settings()
-        _ops.configure_caching(conf.max_split, conf.max_non_split_rounding, conf.large_segment,
-                               list(conf.divisions), conf.gc_threshold, conf.error)
-        for index in range(profile.devices if conf.fraction is not None else 0):
-            _ops.set_memory_fraction(index, conf.fraction)
+        use_settings(alloc_conf.settings(), profile.devices)
     select(0)
+
+
+def use_settings(conf: alloc_conf.Settings, devices: int) -> None:
+    """The GPUs' caching allocator decides by ``conf`` from now on (its ``per_process_memory_fraction``, where
+    given, bounds each of the ``devices``)."""
+    _ops.configure_caching(conf.max_split, conf.max_non_split_rounding, conf.large_segment, list(conf.divisions),
+                           conf.gc_threshold, conf.error)
+    for index in range(devices if conf.fraction is not None else 0):
+        _ops.set_memory_fraction(index, conf.fraction)
 
 
 def current() -> int:
@@ -204,7 +209,7 @@ class _Own:
     @staticmethod
     def record_history(enabled: str | None, context: str | None, stacks: str, max_entries: int,
                        clear_history: bool, skip_actions: list[str]) -> None:
-        """``torch.cuda.memory._record_memory_history``'s settings, for every device (:mod:`.memory_history`)."""
+        """``torch.cuda.memory._record_memory_history``'s settings, for every device (:mod:`.memory_tools`)."""
         _ops.record_history(enabled, context, stacks, min(max_entries, (1 << 63) - 1), clear_history, skip_actions)
 
     @staticmethod
