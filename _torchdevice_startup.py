@@ -79,7 +79,16 @@ def activate() -> None:
         sys.meta_path.insert(0, TorchImport())
 
 
+PENDING: list[bool] = []
+"""Whether torch was imported by torchdevice's runtime module itself while it loaded (``import torchdevice;
+torchdevice.install()`` in a process that inherited an installation): the module installs once it is loaded."""
+
+
 def _install() -> None:
+    loading = sys.modules.get("torchdevice.runtime.activation")
+    if loading is not None and not hasattr(loading, "install_inherited"):
+        PENDING.append(True)
+        return
     from torchdevice.runtime import activation
 
     activation.install_inherited()

@@ -61,7 +61,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     """The simulated devices' compiled backend built before any test runs (a build starts the compiler's processes;
-    torchdevice builds it at the first install of a simulated target, and every later process loads it)."""
+    torchdevice builds it at the first install of a simulated target, and every later process loads it), and the
+    machine's processor read (``platform``'s first call runs ``uname -p``, once per process)."""
+    import platform
+
     from torchdevice.simulated import backend
 
     backend.loadable()
+    platform.platform()

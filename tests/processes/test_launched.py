@@ -72,6 +72,15 @@ def test_asking_whether_torch_is_there_does_not_use_up_the_hook():
     assert done.stdout.split() == ["True", "cpu"], done.output
 
 
+def test_a_child_that_installs_through_the_api_before_importing_torch_is_installed_once():
+    """``import torchdevice; torchdevice.install()`` first, in a process that inherited an installation: torch is
+    imported while the runtime's module loads, and the installation waits for it (no circular import)."""
+    code = ("import torchdevice; print(torchdevice.install('cpu'), torchdevice.target()); import torch; "
+            "print(torch.ones(1, device='cuda').device)")
+    done = python("-c", code, env={"TORCHDEVICE_INSTALL": "target=cpu"})
+    assert done.returncode == 0 and done.stdout.split() == ["cpu", "cpu", "cpu"], done.output
+
+
 def test_a_malformed_install_variable_is_warned_about_and_installs_the_defaults():
     code = "import torch; print(torch.cuda.is_available())"
     done = python("-c", code, env={"TORCHDEVICE_INSTALL": "target=cpu,gpus=2", "TORCHDEVICE_TARGET": "cpu"})

@@ -287,3 +287,8 @@ def resolve_attribute(module: str, path: tuple[str, ...]) -> Any:
     for part in path:
         owner = getattr(owner, part)
     return owner
+
+
+if getattr(sys.modules.get("_torchdevice_startup"), "PENDING", None):  # torch was imported by this module's loading
+    sys.modules["_torchdevice_startup"].PENDING.clear()
+    install_inherited()
