@@ -4,6 +4,7 @@ statuses, ``[tool.torchdevice]`` exclusions, files it cannot read."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -23,7 +24,7 @@ def check(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedPro
 
 
 def test_blockers_are_linter_lines_then_a_grouped_summary_and_exit_1():
-    done = check(FIXTURES / "blockers.py")
+    done = check(FIXTURES / "blockers.py", "--target", "mps")
     assert done.returncode == 1, done.stderr
     lines = done.stdout.splitlines()
     flagged = [LINE.match(line) for line in lines if LINE.match(line)]
@@ -36,7 +37,7 @@ def test_blockers_are_linter_lines_then_a_grouped_summary_and_exit_1():
 
 
 def test_nothing_blocking_exits_0_and_json_holds_every_finding():
-    done = check(FIXTURES / "guarded.py", "--json")
+    done = check(FIXTURES / "guarded.py", "--json", "--target", "mps")
     assert done.returncode == 0, done.stderr
     document = json.loads(done.stdout)
     assert document["target"] == "mps" and document["counts"]["blocker"] == 0
@@ -113,7 +114,7 @@ def test_a_guarded_build_is_a_warning_and_blocks_nothing(tmp_path):
 
 def test_the_build_fixtures_are_flagged_where_they_say():
     builds = FIXTURES / "builds"
-    done = check(builds, "--jobs", "2")
+    done = check(builds, "--jobs", "2", "--target", "mps")
     assert done.returncode == 1, done.stderr
     marked = {(path.name, n, *m.groups()) for path in builds.glob("*.py")
               for n, line in enumerate(path.read_text().splitlines(), 1)
@@ -134,3 +135,41 @@ def test_on_the_simulated_gpu_float64_and_mps_fallbacks_are_no_findings_and_cuda
     assert {"triton", "torch.cuda.synchronize", ".cuda()"} <= names["cuda-sim"]
     moved = next(f for f in findings["cuda-sim"] if f["name"] == ".cuda()")
     assert moved["severity"] == "info" and "cuda:0 (simulated)" in moved["message"]
+
+
+def test_without_a_target_check_checks_for_the_one_run_takes_on_this_machine_and_says_so(tmp_path):
+    (tmp_path / "hello.py").write_text("print('hello')\n")
+    ran = subprocess.run([sys.executable, "-m", "torchdevice", "run", "--report", "run.json", "hello.py"],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    chosen = json.loads((tmp_path / "run.json").read_text())["target"]  # what run took here
+    program = tmp_path / "train.py"
+    program.write_text("import torch\n\nx = torch.ones(3).cuda()\ntorch.cuda.synchronize()\nprint(x.double())\n")
+    done = check(program)
+    assert done.returncode == 0, done.stderr
+    expected = chosen if chosen != "cuda" else "mps"  # real CUDA passes through: the question left is a Mac
+    assert done.stdout.splitlines()[-1].startswith(f"1 file checked for {expected} (this machine's default, as "
+                                                   "torchdevice run; --target mps: a Mac) in ")
+    assert json.loads(check(program, "--json").stdout)["target"] == expected
+    # the same findings as asking for that target by name, and --target mps still says what a Mac does
+    named = check(program, "--target", expected)
+    assert named.stdout.splitlines()[:-1] == done.stdout.splitlines()[:-1]
+    assert re.match(r"1 file checked for mps in ", check(program, "--target", "mps").stdout.splitlines()[-1])
+
+
+def test_torchdevice_target_chooses_check_s_default_as_it_chooses_run_s(tmp_path):
+    program = tmp_path / "train.py"
+    program.write_text("import torch\n\nx = torch.ones(3).cuda().double()\n")
+    env = {**os.environ, "TORCHDEVICE_TARGET": "cpu"}
+    done = subprocess.run([sys.executable, "-m", "torchdevice", "check", str(program), "--show-info"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "checked for cpu (TORCHDEVICE_TARGET=cpu, as torchdevice run; --target mps: a Mac)" in done.stdout
+    assert ".double()" not in done.stdout  # the CPU has float64
+    env["TORCHDEVICE_TARGET"] = "tpu"
+    bad = subprocess.run([sys.executable, "-m", "torchdevice", "check", str(program)], capture_output=True, text=True,
+                         timeout=120, env=env)
+    ran = subprocess.run([sys.executable, "-m", "torchdevice", "run", str(program)], capture_output=True, text=True,
+                         timeout=300, env=env)
+    assert bad.returncode == 2 and ran.returncode != 0
+    assert bad.stderr.startswith("torchdevice check: error: unknown target 'tpu' (TORCHDEVICE_TARGET=tpu)")

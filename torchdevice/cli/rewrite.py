@@ -1,4 +1,5 @@
-"""``torchdevice rewrite PATH... [--check | --diff | --write] [--select CODES] [--ignore CODES] ...``."""
+"""``torchdevice rewrite PATH... [--check | --diff | --write] [--select CODES] [--ignore CODES]
+[--format text|json|github|sarif] ...``."""
 
 from __future__ import annotations
 
@@ -27,6 +28,11 @@ what changes:
 rules (codes for --select, --ignore, [tool.torchdevice] and `# torchdevice: ignore[CODE]`):
 {rules}
 
+formats (--format): text (diffs on stdout with --diff; what changed and the reports on stderr), json (one
+  document on stdout: per file its status, sites, changes, reports, and its diff with --diff), github (GitHub
+  Actions annotations: each change an ::error, or a ::notice once written, each report a ::warning), sarif
+  (SARIF 2.1.0). The summary stays on stderr; exit statuses are the same in every format.
+
 configuration: [tool.torchdevice] in the pyproject.toml above the given paths (select, ignore,
   exclude, max-file-size, timeout); options given here override it.
 
@@ -41,6 +47,8 @@ exit status:
 def configure(parser: argparse.ArgumentParser) -> None:
     from torchdevice_generated.rewrite_rules import RULES
 
+    from torchdevice.source.formats import FORMATS
+
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = EPILOG.format(rules="\n".join(f"  {r.code}  {r.name}" for r in RULES))
     parser.add_argument("paths", nargs="+", metavar="PATH",
@@ -52,6 +60,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                       help="print a unified diff of the changes")
     mode.add_argument("--write", dest="mode", action="store_const", const="write", help="rewrite files in place")
     parser.set_defaults(mode="check")
+    parser.add_argument("--format", choices=FORMATS, default="text",
+                        help="text (default), json, github (GitHub Actions annotations) or sarif (SARIF 2.1.0)")
     parser.add_argument("--select", metavar="CODES", help="comma-separated rule codes or prefixes to apply (TD1,TD205)")
     parser.add_argument("--ignore", metavar="CODES", help="comma-separated rule codes or prefixes not to apply")
     parser.add_argument("--config", metavar="FILE", help="a pyproject.toml to read [tool.torchdevice] from")
@@ -106,7 +116,16 @@ def run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 130
     progress.clear()
-    report.print_results(results, args.mode, sys.stdout, sys.stderr)
+    if args.format == "json":
+        print(report.as_json(results, args.mode))
+    elif args.format == "sarif":
+        print(report.as_sarif(results, args.mode))
+    elif args.format == "github":
+        for r in results:
+            sys.stdout.write(r.diff)
+        sys.stdout.write(report.as_github(results, args.mode))
+    else:
+        report.print_results(results, args.mode, sys.stdout, sys.stderr)
     print(report.summary(results, args.mode, time.perf_counter() - start), file=sys.stderr)
     return report.exit_status(results, args.mode)
 

@@ -54,9 +54,29 @@ class FileResult:
     cells: tuple[tuple[int, str], ...] = ()
     """In a notebook: (number, why) of the code cells set aside (IPython cell magics, cells that do not parse)."""
     diff: str = ""
+    changes: tuple[Change, ...] = ()
+    """``changed``: where, in the original, and what it becomes."""
     snapshot: files.Snapshot | None = None
     data: bytes = b""
     """``write``: the new content, for the parent to write."""
+
+
+@dataclass(frozen=True)
+class Change:
+    """One place a rewrite changes: ``lines`` original lines from ``line`` (1-based) replaced by ``text`` (``lines``
+    0: ``text`` inserted before ``line``, or after it where ``after``: at the end); in a notebook, in code cell
+    ``cell``."""
+
+    line: int
+    lines: int
+    text: str
+    cell: int | None = None
+    after: bool = False
+
+    @property
+    def end(self) -> int:
+        """The last original line it replaces (``line`` for an insertion)."""
+        return self.line + max(self.lines, 1) - 1
 
 
 class TimeLimit(Exception):
@@ -104,9 +124,9 @@ def rewrite_file(path: Path, options: Options) -> FileResult:
         return FileResult(name, "skipped", reason=str(exc))
     except files.Unreadable as exc:
         return FileResult(name, "failed", reason=str(exc))
-    cells = notebook.cells.skipped if notebook is not None else ()
+    skipped = notebook.cells.skipped if notebook is not None else ()
     if not ruleset.default().may_apply(data):
-        return FileResult(name, "clean", cells=cells)
+        return FileResult(name, "clean", cells=skipped)
     try:
         source, encoding = files.decode(path, data) if notebook is None else (notebook.script, "utf-8")
         with _time_limit(options.seconds):
@@ -124,7 +144,7 @@ def rewrite_file(path: Path, options: Options) -> FileResult:
     if notebook is not None:
         notes = tuple(replace(n, cell=cell, line=line) for n in notes for cell, line in [notebook.cells.locate(n.line)])
     if result.code == source:
-        return FileResult(name, "unchanged", notes, cells=cells)
+        return FileResult(name, "unchanged", notes, cells=skipped)
     try:
         rewritten = notebook.rewritten(result.code) if notebook is not None else []
     except ValueError as exc:
@@ -132,6 +152,9 @@ def rewrite_file(path: Path, options: Options) -> FileResult:
     changes = [(name, split_lines(source), split_lines(result.code))] if notebook is None else \
         [(f"{name}:cell {n}", _lines(old), _lines(new)) for n, old, new in rewritten]
     added = sum(len(after) - len(before) for _, before, after in changes)
+    numbers: list[int | None] = [None] if notebook is None else [n for n, _, _ in rewritten]
+    places = tuple(c for cell, (_, before, after) in zip(numbers, changes, strict=True)
+                   for c in _changes(before, after, cell))
     diff = "".join("".join(difflib.unified_diff(before, after, fromfile=where, tofile=where))
                    for where, before, after in changes) if options.mode == "diff" else ""
     try:
@@ -141,7 +164,17 @@ def rewrite_file(path: Path, options: Options) -> FileResult:
             new = files.encode(path, result.code, encoding) if notebook is None else notebook.dumps(rewritten)
     except files.Refused as exc:
         return FileResult(name, "failed", notes, reason=f"{path}: not written: {exc}")
-    return FileResult(name, "changed", notes, result.sites, added, cells=cells, diff=diff, snapshot=snapshot, data=new)
+    return FileResult(name, "changed", notes, result.sites, added, cells=skipped, diff=diff, changes=places,
+                      snapshot=snapshot, data=new)
+
+
+def _changes(before: list[str], after: list[str], cell: int | None) -> Iterator[Change]:
+    """The changed places between two versions of a text's lines."""
+    matcher = difflib.SequenceMatcher(None, before, after)  # as unified_diff matches them
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag != "equal":
+            end = i1 == len(before) and i1 > 0
+            yield Change(i1 if end else i1 + 1, i2 - i1, "".join(after[j1:j2]), cell, after=end)
 
 
 def _lines(cell: str) -> list[str]:
