@@ -3,14 +3,14 @@ _record_memory_history``, ``_snapshot``, ``_dump_snapshot``, and the tools that 
 the memory viewer), the allocator's settings changed while the program runs (``torch.cuda.memory.
 _set_allocator_settings``) and out-of-memory observers (``torch._C._cuda_attach_out_of_memory_observer``).
 
-torch's Python reaches CUDA's allocator for them through functions of its C module, which a build without CUDA lacks
-and a CUDA build without a GPU refuses ("Found no NVIDIA driver"). On a simulated GPU they are the backend's: its
-caching allocator keeps where each block and segment was allocated and a trace of its actions
-(``caching_allocator.h``), as CUDA's does, and takes new settings as CUDA's takes them (each key given replaces its
-value, the others stay), and calls the out-of-memory observers before raising CUDA's error; torch's own Python
-around them (each release's own arguments) runs as it is. What differs from a GPU's: frames are Python's only
-(``stacks="all"`` also gathers C++ frames on a GPU, which here would be the simulation's), trace entries have no ``compile_context`` or ``user_metadata``, no ``snapshot`` entries are
-recorded, and an observer's exception is printed instead of raised in place of the out-of-memory error.
+torch's Python reaches CUDA's allocator for them through functions of its C module, which a build without CUDA lacks and
+a CUDA build without a GPU refuses ("Found no NVIDIA driver"). On a simulated GPU they are the backend's: its caching
+allocator keeps where each block and segment was allocated and a trace of its actions (``caching_allocator.h``), as
+CUDA's does, and takes new settings as CUDA's takes them (each key given replaces its value, the others stay), and calls
+the out-of-memory observers before raising CUDA's error; torch's own Python around them (each release's own arguments)
+runs as it is. What differs from a GPU's: frames are Python's only (``stacks="all"`` also gathers C++ frames on a GPU,
+which here would be the simulation's), trace entries have no ``compile_context`` or ``user_metadata``, no ``snapshot``
+entries are recorded, and an observer's exception is printed instead of raised in place of the out-of-memory error.
 """
 
 from __future__ import annotations
