@@ -1,11 +1,11 @@
 """The own test suites of libraries this project did not write, run natively and under ``torchdevice run``.
 
-``python tests/external/suites.py [SUITE...] [-n JOBS] [--target NAME]`` (``make external-suites``). For
-each suite the sdist of the installed release is fetched with pip into ``.external/`` (the test sources ship
+``python tests/external/suites.py [SUITE...] [-n JOBS] [--target NAME] [--plugin]`` (``make external-suites``).
+For each suite the sdist of the installed release is fetched with pip into ``.external/`` (the test sources ship
 in it) and the chosen tests run twice with pytest: with plain torch, then as ``torchdevice run [--target
-NAME] -m pytest``, each writing JUnit XML. It prints, per suite, how many passed each way and every test
-whose outcome differs, and writes everything to ``.external/results.json``. Not part of ``make test``: it
-takes tens of minutes.
+NAME] -m pytest`` (with ``--plugin``: as ``pytest --torchdevice[=NAME]``, the pytest plugin), each writing JUnit
+XML. It prints, per suite, how many passed each way and every test whose outcome differs, and writes everything
+to ``.external/results.json``. Not part of ``make test``: it takes tens of minutes.
 """
 
 from __future__ import annotations
@@ -111,16 +111,19 @@ def missing_modules(report: Path) -> dict[str, str]:
     return found
 
 
-def run(suite: Suite, root: Path, runtime: list[str] | None, jobs: int) -> tuple[Path, float]:
-    """The suite's JUnit report and seconds, natively or (``runtime``: its arguments) as ``torchdevice run``."""
+def run(suite: Suite, root: Path, runtime: list[str] | None, jobs: int, plugin: bool = False) -> tuple[Path, float]:
+    """The suite's JUnit report and seconds, natively or (``runtime``: its arguments) as ``torchdevice run``, or
+    with ``plugin`` as ``pytest --torchdevice`` (``runtime``: ``[]`` or ``["--target", NAME]``)."""
     for path, text in suite.added:
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(text)
-    report = root / ("native.xml" if runtime is None else "runtime.xml")
+    report = root / ("native.xml" if runtime is None else "plugin.xml" if plugin else "runtime.xml")
     pytest = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", ".", f"--junitxml={report}", *suite.tests]
     if suite.jobs and jobs > 1:
         pytest += ["-n", str(jobs)]
-    command = [sys.executable, *([] if runtime is None else ["-m", "torchdevice", "run", *runtime]), *pytest]
+    if plugin and runtime is not None:
+        pytest.insert(2, "--torchdevice" + (f"={runtime[1]}" if runtime else ""))
+    command = [sys.executable, *([] if runtime is None or plugin else ["-m", "torchdevice", "run", *runtime]), *pytest]
     environment = {k: v for k, v in os.environ.items()
                    if not k.startswith("TORCHDEVICE_") or k == "TORCHDEVICE_BUILD_DIR"}
     environment["HF_HUB_OFFLINE"] = "1"  # tests that would download a model fail at once, both ways
@@ -132,16 +135,17 @@ def run(suite: Suite, root: Path, runtime: list[str] | None, jobs: int) -> tuple
     return report, time.monotonic() - start
 
 
-def compare(name: str, jobs: int, target: str | None) -> dict:
+def compare(name: str, jobs: int, target: str | None, plugin: bool = False) -> dict:
     suite = SUITES[name]
     root = unpacked(suite.distribution)
     native_report, native_s = run(suite, root, None, jobs)
-    runtime_report, runtime_s = run(suite, root, [] if target is None else ["--target", target], jobs)
+    runtime_report, runtime_s = run(suite, root, [] if target is None else ["--target", target], jobs, plugin)
     native, runtime = outcomes(native_report), outcomes(runtime_report)
     differ = {test: {"native": native.get(test, "absent"), "runtime": runtime.get(test, "absent")}
               for test in sorted(native.keys() | runtime.keys()) if native.get(test) != runtime.get(test)}
     count = lambda found, kind: sum(outcome == kind for outcome in found.values())  # noqa: E731
     return {"suite": name, "release": version(suite.distribution), "target": target or "default",
+            "via": "pytest --torchdevice" if plugin else "torchdevice run",
             "tests": len(native),
             "native": {k: count(native, k) for k in ("passed", "failed", "skipped")},
             "runtime": {k: count(runtime, k) for k in ("passed", "failed", "skipped")},
@@ -156,6 +160,8 @@ def main() -> int:
     parser.add_argument("suites", nargs="*", metavar="SUITE", help=f"default: all of {', '.join(SUITES)}")
     parser.add_argument("-n", "--jobs", type=int, default=2, help="pytest-xdist workers per run (default 2)")
     parser.add_argument("--target", help="torchdevice run's --target (default: the runtime's default)")
+    parser.add_argument("--plugin", action="store_true", help="run under the pytest plugin (pytest --torchdevice) "
+                        "instead of torchdevice run -m pytest")
     args = parser.parse_args()
     unknown = sorted(set(args.suites) - set(SUITES))
     if unknown:
@@ -163,9 +169,9 @@ def main() -> int:
     WORK.mkdir(exist_ok=True)
     results = []
     for name in args.suites or SUITES:
-        result = compare(name, args.jobs, args.target)
+        result = compare(name, args.jobs, args.target, args.plugin)
         results.append(result)
-        print(f"{name} {result['release']} (target {result['target']}): {result['tests']} tests; "
+        print(f"{name} {result['release']} (target {result['target']}, {result['via']}): {result['tests']} tests; "
               f"passed natively {result['native']['passed']}, "
               f"under the runtime {result['runtime']['passed']} (failed {result['runtime']['failed']}, "
               f"{len(result['missing_modules'])} of them on a missing module); {len(result['lost'])} passed natively "

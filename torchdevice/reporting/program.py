@@ -2,7 +2,8 @@
 page to look at when its name ends in ``.html``: :mod:`.page`), and a short summary on stderr.
 
 The process that asks for it (``torchdevice run --report FILE``, ``install(report=FILE)``,
-``TORCHDEVICE_REPORT=FILE``) is the program's *main* process: it makes a temporary directory, which
+``TORCHDEVICE_REPORT=FILE``, a ``pytest --torchdevice`` session, whose report may be only summed up in its terminal
+summary: :mod:`torchdevice.pytest_plugin`) is the program's *main* process: it makes a temporary directory, which
 ``TORCHDEVICE_INSTALL`` names for every process the program starts (``report=DIR``, see
 :mod:`.processes`), so that each of them joins. At its exit each process writes its own entry there
 (``PID.json``: pid, parent, role, command, seconds, redirects, fallbacks per aten overload and route
@@ -31,6 +32,7 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,9 +50,12 @@ SHOWN = 8
 class Session:
     """This process's part in a report: where its entry goes, and (in the main process) where the report goes."""
 
-    def __init__(self, directory: str, path: Path | None, forked: bool = False, started: float | None = None) -> None:
+    def __init__(self, directory: str, path: Path | None, forked: bool = False, started: float | None = None,
+                 main: bool = False) -> None:
         self.directory = directory
         self.path = path
+        self.main = main
+        """The program's main process: it merges the entries (and writes them to ``path`` where there is one)."""
         self.forked = forked
         self.pid = os.getpid()
         self.started = time.perf_counter() if started is None else started
@@ -65,14 +70,16 @@ _IMPORTED = time.perf_counter()
 """When this process began to count for a report it has not started (:func:`so_far`)."""
 
 
-def start(path: str | os.PathLike[str]) -> None:
-    """Make this process the main one of a report written to ``path`` at exit (again with the same path: nothing)."""
+def start(path: str | os.PathLike[str] | None) -> None:
+    """Make this process the main one of a report written to ``path`` at exit (again with the same path: nothing;
+    None: a report only summed up, written nowhere, as the pytest plugin's terminal summary without a file)."""
     global _session
-    target = Path(path).absolute()
-    if _session is not None and _session.path == target and _session.pid == os.getpid():
+    target = Path(path).absolute() if path is not None else None
+    if _session is not None and _session.main and not _session.done and _session.path == target \
+            and _session.pid == os.getpid():
         return
-    _session = Session(tempfile.mkdtemp(prefix="torchdevice-report-"), target)
-    if not _writable(target):  # said now, before a long run, and not again at exit
+    _session = Session(tempfile.mkdtemp(prefix="torchdevice-report-"), target, main=True)
+    if target is not None and not _writable(target):  # said now, before a long run, and not again at exit
         _session.said_unwritable = True
         print(f"torchdevice: cannot write the report to {target} (a missing or read-only directory); "
               "the program runs, and the summary is printed at exit", file=sys.stderr)
@@ -145,14 +152,17 @@ def _finalize_in_child(session: Session) -> None:
     multiprocessing.util.Finalize(session, finish, exitpriority=100)
 
 
-def finish() -> None:
-    """At exit: write this process's entry; in the main process, merge every entry into the report."""
+def finish(say: Callable[[str], object] | None = None) -> None:
+    """At exit: write this process's entry; in the main process, merge every entry into the report, and give its
+    summary to ``say`` (default: print it on stderr). Once: later calls, and the exit after an early call, do
+    nothing."""
     session = _session
     if session is None or session.done or session.pid != os.getpid():
         return
     session.done = True
+    say = say or (lambda text: print(text, file=sys.stderr))
     entry = _entry(session)
-    if session.path is None:
+    if not session.main:
         try:
             from torchdevice import atomic
 
@@ -163,16 +173,17 @@ def finish() -> None:
     others = _read_entries(session.directory)
     shutil.rmtree(session.directory, ignore_errors=True)
     document = merge(entry, others)
-    try:
-        from torchdevice import atomic
+    where = ""
+    if session.path is not None:
+        try:
+            from torchdevice import atomic
 
-        atomic.write(session.path, _content(document, session.path))
-        where = str(session.path)
-    except OSError as exc:
-        where = ""
-        if not session.said_unwritable:
-            print(f"torchdevice: cannot write the report to {session.path}: {exc.strerror or exc}", file=sys.stderr)
-    print(summary(document, where), file=sys.stderr)
+            atomic.write(session.path, _content(document, session.path))
+            where = str(session.path)
+        except OSError as exc:
+            if not session.said_unwritable:
+                say(f"torchdevice: cannot write the report to {session.path}: {exc.strerror or exc}")
+    say(summary(document, where))
 
 
 def _content(document: dict[str, Any], path: Path) -> str:
@@ -204,7 +215,7 @@ def _entry(session: Session) -> dict[str, Any]:
     return {
         "pid": session.pid,
         "parent_pid": os.getppid(),
-        "role": "main" if session.path is not None else _role(session),
+        "role": "main" if session.main else _role(session),
         "command": shlex.join(sys.orig_argv),
         "target": report.target(),
         "seconds": time.perf_counter() - session.started,
