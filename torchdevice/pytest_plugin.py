@@ -82,21 +82,16 @@ def _resolve(config: pytest.Config) -> Settings | None:
     asked = _setting(config, "torchdevice")
     if asked is None or asked.lower() in OFF:
         return None
-    from torchdevice.device import gpus
-    from torchdevice.runtime.activation import resolve
+    from torchdevice.runtime.activation import resolve_for
 
     devices, gpu, gpu_memory, report = (_setting(config, f"torchdevice_{name}") for name, _, _ in OPTIONS)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            target = resolve(None if asked.lower() in DEFAULT else asked)
+            target = resolve_for(None if asked.lower() in DEFAULT else asked, gpu, gpu_memory,
+                                 "--torchdevice-gpu and --torchdevice-gpu-memory")
             if devices is not None and not (devices.isdigit() and int(devices) >= 1):
                 raise ValueError(f"--torchdevice-devices must be a positive whole number, not {devices!r}")
-            if gpu or gpu_memory:
-                if target != "cuda-sim":
-                    raise ValueError(f"--torchdevice-gpu and --torchdevice-gpu-memory are for the cuda-sim target, "
-                                     f"not {target}")
-                gpus.choose(gpu, gpu_memory)
         except (ValueError, RuntimeError) as exc:
             why = str(exc).removeprefix("torchdevice: ")
             if why.startswith("unknown target"):

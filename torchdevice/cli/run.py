@@ -83,17 +83,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"torchdevice run: No module named {module[0]}", file=sys.stderr)
             return 1
     import torchdevice
-    from torchdevice.runtime.activation import resolve
+    from torchdevice.runtime.activation import resolve_for
 
     with warnings.catch_warnings(record=True) as caught:  # no program line to point at yet: said plainly
-        try:
-            target = resolve(args.target)  # a bad TORCHDEVICE_TARGET is the user's input: one line, not a traceback
-            if args.gpu or args.gpu_memory:
-                from torchdevice.device import gpus
-
-                if target != "cuda-sim":
-                    raise ValueError("--gpu and --gpu-memory are for --target cuda-sim")
-                gpus.choose(args.gpu, args.gpu_memory)
+        try:  # a bad TORCHDEVICE_TARGET is the user's input: one line, not a traceback
+            target = resolve_for(args.target, args.gpu, args.gpu_memory, "--gpu and --gpu-memory")
         except (ValueError, RuntimeError) as exc:
             _say_warnings(caught, None)
             print(f"torchdevice run: {str(exc).removeprefix('torchdevice: ')}", file=sys.stderr)

@@ -281,6 +281,19 @@ def _activate(state: State, name: str) -> None:
     triton_interpreter.activate(patcher, target.shown or target.device)
 
 
+def resolve_for(requested: str | None, gpu: str | None, gpu_memory: str | None, options: str) -> str:
+    """:func:`resolve`, and a GPU's card and memory checked where given (named by the user's ``options``, as in
+    ``--gpu and --gpu-memory``): only cuda-sim has them, and the card must be known, the memory a size."""
+    target = resolve(requested)
+    if gpu or gpu_memory:
+        if target != SIMULATED_CUDA:
+            raise ValueError(f"torchdevice: {options} are for the cuda-sim target, not {target}")
+        from torchdevice.device import gpus
+
+        gpus.choose(gpu, gpu_memory)
+    return target
+
+
 def resolve_attribute(module: str, path: tuple[str, ...]) -> Any:
     """The object at ``module`` then attribute ``path`` (``("Tensor",)`` in ``torch``: ``torch.Tensor``)."""
     owner: Any = importlib.import_module(module)
