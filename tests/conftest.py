@@ -61,11 +61,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     """The simulated devices' compiled backend built before any test runs (a build starts the compiler's processes;
-    torchdevice builds it at the first install of a simulated target, and every later process loads it), and the
-    machine's processor read (``platform``'s first call runs ``uname -p``, once per process)."""
+    torchdevice builds it at the first install of a simulated target, and every later process loads it), the
+    machine's processor read (``platform``'s first call runs ``uname -p``, once per process), and where torch's
+    extensions are built."""
+    import os
     import platform
+    import sys
+    from pathlib import Path
 
     from torchdevice.simulated import backend
 
     backend.loadable()
     platform.platform()
+    # torch's extension builds (DeepSpeed's CPU ops) per environment: each torch release of the release tiers builds
+    # its own, and a build one environment's killed run left locked does not stall another's
+    os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(Path(sys.prefix) / "torch_extensions"))

@@ -16,7 +16,8 @@ from framework_runs import PROGRAMS, assert_numbers_close, records
 TORCHRUN = ("-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2")
 BUILDS = 900
 """Seconds for a DeepSpeed run: on a machine that has not built them yet, the first one compiles DeepSpeed's
-CPU ops (its shared-memory collectives and FusedAdam, 2.5 min of CPU here; kept in ~/.cache/torch_extensions)."""
+CPU ops (its shared-memory collectives and FusedAdam, 2.5 min of CPU here; kept in the environment's
+torch_extensions, tests/conftest.py)."""
 
 pytestmark = pytest.mark.slow
 
