@@ -129,3 +129,12 @@ def test_packages_told_the_truth_are_info_saying_what_they_do():
         (1, "bitsandbytes", "info"), (2, "deepspeed", "info"), (4, "bitsandbytes", "info")]
     assert "told the truth" in findings[0].message and "CPU backend" in findings[0].message
     assert "accelerator of the machine" in findings[1].message
+
+
+def test_the_progress_is_told_each_file_done_in_order_of_the_total():
+    """``check_files`` tells its progress (the terminal line of ``torchdevice check``) each file as it is done."""
+    paths = sorted((FIXTURES / "builds").glob("*.py"))
+    told: list[tuple[int, int]] = []
+    reports = check_files([Found(p) for p in paths], "mps", jobs=1, max_bytes=None,
+                          progress=lambda done, total: told.append((done, total)))
+    assert told == [(n, len(paths)) for n in range(1, len(paths) + 1)] and len(reports) == len(paths)

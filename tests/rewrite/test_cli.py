@@ -285,7 +285,7 @@ def test_progress_shows_on_a_terminal_for_long_runs_only():
     import pty
     import select
 
-    from torchdevice.rewrite.report import Progress
+    from torchdevice.source.progress import Progress
 
     def age(progress: Progress) -> None:  # as if the run had been going for a while
         progress.start -= Progress.AFTER
@@ -293,7 +293,7 @@ def test_progress_shows_on_a_terminal_for_long_runs_only():
 
     main, secondary = pty.openpty()
     with os.fdopen(secondary, "w") as terminal:
-        progress = Progress(terminal)
+        progress = Progress("rewrite", "parsed", terminal)
         progress(1, 10)  # a run that just started: nothing yet
         age(progress)
         progress(5, 10)
@@ -307,7 +307,7 @@ def test_progress_shows_on_a_terminal_for_long_runs_only():
     assert shown == "\rrewrite: 5/10 files parsed\r\x1b[K"
     read, write = os.pipe()
     with os.fdopen(write, "w") as pipe:
-        quiet = Progress(pipe)
+        quiet = Progress("rewrite", "parsed", pipe)
         age(quiet)
         quiet(5, 10)
         quiet.clear()

@@ -3,7 +3,7 @@ notebook's code cells are checked as one module (:mod:`torchdevice.source.notebo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -24,11 +24,17 @@ class FileReport:
     """In a notebook: (number, why) of the code cells set aside (IPython cell magics, cells that do not parse)."""
 
 
-def check_files(found: Sequence[files.Found], target: str, jobs: int, max_bytes: int | None) -> list[FileReport]:
-    """One report per file found, in order."""
+def check_files(found: Sequence[files.Found], target: str, jobs: int, max_bytes: int | None,
+                progress: Callable[[int, int], None] | None = None) -> list[FileReport]:
+    """One report per file found, in order; ``progress(done, total)`` is called as files are done."""
     tasks = [(str(item.path), item.skip, target, max_bytes) for item in found]
+    reports: list[FileReport] = []
     with parallel(check_file, tasks, jobs) as done:
-        return list(done)
+        for report in done:
+            reports.append(report)
+            if progress is not None:
+                progress(len(reports), len(tasks))
+    return reports
 
 
 def check_file(task: tuple[str, str, str, int | None]) -> FileReport:

@@ -87,11 +87,16 @@ def run(args: argparse.Namespace) -> int:
         return 2
     found = list(discover(args.paths, args.exclude if args.exclude is not None else settings.exclude))
     max_bytes = settings.max_file_size or 1_000_000
+    from torchdevice.source.progress import Progress
+
+    progress = Progress("check", "checked")
     try:
-        reports = check_files(found, target, max(1, args.jobs), max_bytes)
+        reports = check_files(found, target, max(1, args.jobs), max_bytes, progress)
     except KeyboardInterrupt:
+        progress.clear()
         print("torchdevice check: interrupted", file=sys.stderr)
         return 130
+    progress.clear()
     show = ("blocker", "warning", "info") if args.show_info else ("blocker", "warning")
     if args.format == "json":
         print(output.as_json(reports, target))

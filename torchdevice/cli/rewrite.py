@@ -107,7 +107,9 @@ def run(args: argparse.Namespace) -> int:
         seconds=args.timeout or settings.timeout or Options.seconds,
     )
     found = list(discover(args.paths, args.exclude if args.exclude is not None else settings.exclude))
-    progress = report.Progress(sys.stderr)
+    from torchdevice.source.progress import Progress
+
+    progress = Progress("rewrite", "parsed")
     try:
         results = rewrite_files(found, options, args.jobs, progress)
     except KeyboardInterrupt:

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -164,28 +162,3 @@ def exit_status(results: Sequence[FileResult], mode: Mode) -> int:
     if mode != "write" and any(r.status == "changed" for r in results):
         return EXIT_CHANGES
     return 0
-
-
-class Progress:
-    """``done/total`` on one terminal line, for runs longer than a second, redrawn ten times a second."""
-
-    AFTER = 1.0
-
-    def __init__(self, stream: TextIO = sys.stderr) -> None:
-        self.stream = stream
-        self.enabled = stream.isatty()
-        self.start = self.last = time.monotonic()
-        self.shown = False
-
-    def __call__(self, done: int, total: int) -> None:
-        now = time.monotonic()
-        if not self.enabled or now - self.start < self.AFTER or now - self.last < 0.1:
-            return
-        self.last, self.shown = now, True
-        self.stream.write(f"\rrewrite: {done}/{total} files parsed")
-        self.stream.flush()
-
-    def clear(self) -> None:
-        if self.shown:
-            self.stream.write("\r\033[K")
-            self.stream.flush()
