@@ -287,3 +287,20 @@ def test_the_marker_is_registered(project):
     done = pytest_run(project, "--markers")
     assert done.returncode == 0 and "@pytest.mark.torchdevice_native: run this test with torchdevice uninstalled" \
         in done.stdout, done.stdout + done.stderr
+
+
+def test_the_ci_recipes_test_step_runs_the_cuda_tests_and_writes_the_page(project):
+    """``examples/ci/github-actions.yml``'s test step, as the workflow runs it, in a project's folder."""
+    import shlex
+
+    import yaml
+
+    workflow = yaml.safe_load((Path(__file__).parents[2] / "examples/ci/github-actions.yml").read_text())
+    (step,) = [s for s in workflow["jobs"]["cuda-sim"]["steps"] if s.get("name") == "test"]
+    program, *args = shlex.split(step["run"])
+    assert program == "pytest"
+    done = pytest_run(project, *args)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert counts(project) == {"passed": ALL_TESTS, "failed": 0, "skipped": 0}
+    (upload,) = [s for s in workflow["jobs"]["cuda-sim"]["steps"] if "upload-artifact" in s.get("uses", "")]
+    assert "<html" in (project / upload["with"]["path"]).read_text().lower()
