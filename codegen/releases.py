@@ -23,6 +23,7 @@ from codegen.load import load
 from codegen.plan import plan
 from codegen.scan.release import known
 from torchdevice.records.releases import changed
+from torchdevice.source.pool import worker as pool_worker
 
 APPLIED = "_apply_release(globals())"
 """The line a table module ends with (``_release.j2``): the modules compared."""
@@ -48,7 +49,8 @@ def releases(files: dict[str, str], render: Callable[[Any], dict[str, str]]) -> 
     versions = known()
     if len(versions) < 2:
         return tuple(changes_of(v, files, render) for v in versions)
-    with ProcessPoolExecutor(min(len(versions), os.cpu_count() or 1), mp_context=get_context("spawn")) as pool:
+    with ProcessPoolExecutor(min(len(versions), os.cpu_count() or 1), mp_context=get_context("spawn"),
+                             initializer=pool_worker, initargs=(os.getpid(),)) as pool:
         return tuple(pool.map(changes_of, versions, [files] * len(versions), [render] * len(versions)))
 
 

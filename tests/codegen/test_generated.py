@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import shutil
 import signal
 import subprocess
@@ -75,7 +76,7 @@ def test_codegen_imports_of_torchdevice_only_the_shared_records():
                 imported |= {(path.name, f"{node.module}.{a.name}") for a in node.names}
     ours = {(file, name) for file, name in imported if name.split(".")[0] == "torchdevice"}
     assert ours, "codegen writes the tables from the shared records"
-    shared = ("torchdevice.records.", "torchdevice.atomic")
+    shared = ("torchdevice.records.", "torchdevice.atomic", "torchdevice.source.pool.")  # the pool: its workers' watch
     assert sorted((file, name) for file, name in ours if not name.startswith(shared)) == []
 
 
@@ -130,6 +131,22 @@ def test_make_generate_killed_midway_leaves_generated_old_or_new(tmp_path):
         recover(copy / "generated")
         assert _tree(copy / "generated") in (old, new)
         assert sorted(p.name for p in copy.iterdir()) == ["catalog", "codegen", "generated"]
+    deadline = time.monotonic() + 10
+    while _working_in(copy) and time.monotonic() < deadline:  # its workers end once they see it gone
+        time.sleep(0.2)
+    assert _working_in(copy) == []
+
+
+def _working_in(folder: Path) -> list[int]:
+    """The processes whose working directory is ``folder`` (Linux's /proc; none elsewhere)."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            if Path(os.readlink(entry / "cwd")) == folder:
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
 
 
 def _tree(root: Path) -> dict[str, bytes]:

@@ -26,7 +26,7 @@ def parallel(function: Callable[[T], R], tasks: list[T], jobs: int) -> Iterator[
     if jobs <= 1 or len(tasks) <= 1:
         yield map(function, tasks)
         return
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), initializer=_worker, initargs=(os.getpid(),))
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), initializer=worker, initargs=(os.getpid(),))
     try:
         yield pool.map(function, tasks, chunksize=max(1, len(tasks) // (jobs * 32)))
     except BaseException:
@@ -35,8 +35,9 @@ def parallel(function: Callable[[T], R], tasks: list[T], jobs: int) -> Iterator[
     pool.shutdown()
 
 
-def _worker(parent: int) -> None:
-    """In each worker: leave Ctrl-C to the parent, and end when the parent is gone."""
+def worker(parent: int) -> None:
+    """In each worker of a pool (this module's, codegen's): leave Ctrl-C to the parent, and end when the parent is
+    gone (killed, its pool's pipes left open by the other workers)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     spawner = os.getppid()
 
