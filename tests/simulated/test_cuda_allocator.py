@@ -245,6 +245,12 @@ def test_settings_changed_while_the_program_runs_decide_from_then_on(card):
         torch.cuda.memory._set_allocator_settings("max_split_size_mb:20")
     assert stats()["max_split_size"] == 20 * MIB
     assert reserved_for_two() == 26 * MIB + 20 * MIB
+    with pytest.warns(FutureWarning):
+        torch.cuda.memory._set_allocator_settings("garbage_collection_threshold:0.5")
+    settings = torch.cuda.memory._snapshot()["allocator_settings"]  # the string last given; the earlier keys stay
+    assert settings["PYTORCH_CUDA_ALLOC_CONF"] == "garbage_collection_threshold:0.5"
+    assert (settings["max_split_size"], settings["garbage_collection_threshold"]) == (20 * MIB, 0.5)
+    assert reserved_for_two() == 26 * MIB + 20 * MIB
 
 
 def test_an_out_of_memory_observer_is_called_before_the_error_and_may_take_a_snapshot(card):

@@ -100,8 +100,10 @@ def _segments(row: Sequence[int], device: int, contexts: list[list[dict[str, Any
                            "state": "active_allocated" if allocated else "inactive",
                            "frames": _frames(contexts, where)})
         active = [b for b in blocks if b["state"] == "active_allocated"]
+        allocated = sum(b["size"] for b in active)
+        # active: allocated, or freed while a stream's use is pending (CUDA's "active_pending_free"): none here
         found.append({"device": device, "address": address, "total_size": total,
-                      "allocated_size": sum(b["size"] for b in active), "active_size": sum(b["size"] for b in active),
+                      "allocated_size": allocated, "active_size": allocated,
                       "requested_size": sum(b["requested_size"] for b in active), "stream": 0,
                       "segment_type": "small" if small else "large", "segment_pool_id": (0, 0),
                       "is_expandable": False, "frames": _frames(contexts, context), "blocks": blocks})

@@ -52,10 +52,36 @@ class Settings(NamedTuple):
     """torch's words for a bad string, raised at the first allocation."""
 
 
+_given: list[str] = []
+"""The strings the program gave while it runs (``torch.cuda.memory._set_allocator_settings``), in order."""
+
+
+def give(conf: str) -> Settings:
+    """``_set_allocator_settings(conf)``: torch's parser takes it (raising its error for a bad string, as on a GPU);
+    the settings the allocator then decides by (:func:`current`)."""
+    if CHECK is not None:
+        CHECK(conf)
+    _given.append(conf)
+    return current()
+
+
+def forget() -> None:
+    """The strings given are forgotten (at uninstall): the environment's decides again."""
+    _given.clear()
+
+
+def current() -> Settings:
+    """The environment's string, then each string given, the later keys replacing the earlier (each checked by
+    torch's parser when it came)."""
+    if not _given:
+        return settings()
+    return settings(",".join(conf for conf in (text(), *_given) if conf.strip()), checked=True)
+
+
 def reported(conf: Settings) -> dict[str, Any]:
-    """``conf`` as ``torch.cuda.memory._snapshot()`` reports CUDA's settings (its ``allocator_settings``; -1: no
-    max_split_size; the pinned-memory settings torch's defaults)."""
-    return {"PYTORCH_CUDA_ALLOC_CONF": text(), "max_split_size": conf.max_split,
+    """``conf`` as ``torch.cuda.memory._snapshot()`` reports CUDA's settings (its ``allocator_settings``: the string
+    last given, as CUDA keeps it; -1: no max_split_size; the pinned-memory settings torch's defaults)."""
+    return {"PYTORCH_CUDA_ALLOC_CONF": _given[-1] if _given else text(), "max_split_size": conf.max_split,
             "garbage_collection_threshold": conf.gc_threshold, "expandable_segments": False,
             "pinned_num_register_threads": 1, "release_lock_on_cudamalloc": False,
             "pinned_use_cuda_host_register": False,
@@ -67,12 +93,12 @@ def text() -> str:
     return os.environ.get("PYTORCH_CUDA_ALLOC_CONF") or os.environ.get("PYTORCH_ALLOC_CONF") or ""
 
 
-def settings(conf: str | None = None) -> Settings:
-    """``conf`` (default :func:`text`) as CUDA's allocator takes it."""
+def settings(conf: str | None = None, checked: bool = False) -> Settings:
+    """``conf`` (default :func:`text`) as CUDA's allocator takes it; ``checked``: torch's parser took it already."""
     conf = text() if conf is None else conf
     if not conf.strip():
         return Settings()
-    if CHECK is not None:
+    if CHECK is not None and not checked:
         try:
             CHECK(conf)
         except (ValueError, RuntimeError) as exc:

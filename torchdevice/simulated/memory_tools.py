@@ -16,6 +16,7 @@ entries are recorded, and an observer's exception is printed instead of raised i
 from __future__ import annotations
 
 import ctypes
+import functools
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -39,19 +40,16 @@ def activate(patcher: Patcher) -> None:
     patcher.defer(lambda: OWN.record_history(None, None, "python", 1, True, []))
     patcher.set(torch._C, "_cuda_attach_out_of_memory_observer", _attach)
     patcher.defer(_detach)
-    given = [alloc_conf.text()]
     if alloc_conf.CHECK is not None:
-        patcher.set(torch._C, "_accelerator_setAllocatorSettings", lambda conf: _set_settings(given, conf))
-    patcher.set(torch._C, "_cuda_cudaCachingAllocator_set_allocator_settings", lambda conf: _set_settings(given, conf))
+        patcher.set(torch._C, "_accelerator_setAllocatorSettings", _set_settings)
+    patcher.set(torch._C, "_cuda_cudaCachingAllocator_set_allocator_settings", _set_settings)
+    patcher.defer(alloc_conf.forget)
 
 
-def _set_settings(given: list[str], conf: str) -> None:
-    """``_set_allocator_settings(conf)``: torch's parser takes it (raising its error for a bad string, as on a GPU),
-    then the allocator decides by every string given so far, the later keys replacing the earlier."""
-    if alloc_conf.CHECK is not None:
-        alloc_conf.CHECK(conf)
-    given.append(conf)
-    settings = alloc_conf.settings(",".join(text for text in given if text.strip()))
+def _set_settings(conf: str) -> None:
+    """``_set_allocator_settings(conf)``: the allocator decides by every string given so far
+    (:func:`.alloc_conf.give`)."""
+    settings = alloc_conf.give(conf)
     if settings.error:  # what torch's parser took but CUDA's refuses (an unknown key)
         raise RuntimeError(settings.error)
     simulated_device.use_settings(settings, active().devices)
@@ -79,7 +77,7 @@ def _snapshot(pool: Any = None) -> dict[str, Any]:
     pools; None: with the traces)."""
     traces = not (isinstance(pool, tuple) and len(pool) == 3 and not pool[2])
     parts = [OWN.allocator_snapshot(index) for index in range(active().devices)]
-    return cuda_memory.snapshot(parts, alloc_conf.reported(alloc_conf.settings()), traces)
+    return cuda_memory.snapshot(parts, alloc_conf.reported(alloc_conf.current()), traces)
 
 
 _OBSERVER = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
@@ -92,9 +90,15 @@ def _attach(observer: Callable[[int, int, int, int], Any]) -> None:
     is called before CUDA's out-of-memory error is raised (an exception it raises is printed, not raised)."""
     callback = _OBSERVER(observer)
     _observers.append(callback)
-    ctypes.CDLL(str(backend.library())).torchdevice_sim_attach_oom_observer(callback)
+    _library().torchdevice_sim_attach_oom_observer(callback)
 
 
 def _detach() -> None:
-    ctypes.CDLL(str(backend.library())).torchdevice_sim_detach_oom_observers()
+    _library().torchdevice_sim_detach_oom_observers()
     _observers.clear()
+
+
+@functools.cache
+def _library() -> ctypes.CDLL:
+    """The compiled backend's C functions."""
+    return ctypes.CDLL(str(backend.library()))
