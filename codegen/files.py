@@ -27,5 +27,7 @@ SPARSE_MPS = "sparse_mps"
 """The scanned file of the overloads MPS has a sparse COO kernel of: facts about aten overloads, not entries."""
 SPARSE_CSR_CUDA = "sparse_csr_cuda"
 """The scanned file of the overloads CUDA has a sparse compressed kernel of (``SparseCsrCUDA``)."""
-FACTS = (AUTOCAST, SPARSE_MPS, SPARSE_CSR_CUDA)
+DEVICE_CHECKS = "cuda_device_checks"
+"""The scanned file of the overloads whose CUDA kernel wrapper checks its tensors' devices (``RegisterCUDA.cpp``)."""
+FACTS = (AUTOCAST, SPARSE_MPS, SPARSE_CSR_CUDA, DEVICE_CHECKS)
 """The scanned files of facts about aten overloads rather than catalog entries."""

@@ -19,12 +19,22 @@ from typing import Any, get_args
 import yaml
 
 from codegen import schema
-from codegen.files import AUTOCAST, CATALOG_DIR, CUDA_ALERTS, FACTS, MPS_MESSAGES, SPARSE_CSR_CUDA, SPARSE_MPS
+from codegen.files import (
+    AUTOCAST,
+    CATALOG_DIR,
+    CUDA_ALERTS,
+    DEVICE_CHECKS,
+    FACTS,
+    MPS_MESSAGES,
+    SPARSE_CSR_CUDA,
+    SPARSE_MPS,
+)
 from codegen.model import (
     MEASURED,
     AlertRecord,
     AutocastRule,
     Catalog,
+    DeviceCheck,
     Entry,
     Kernels,
     KernelStatus,
@@ -117,6 +127,7 @@ def _load(catalog_dir: Path, scanned: Path, others: list[Entry], strict: bool) -
     autocast = load_autocast(scanned / f"{AUTOCAST}.yaml", version, here)
     sparse_mps = load_sparse_kernels(scanned / f"{SPARSE_MPS}.yaml", version, here)
     sparse_csr_cuda = load_sparse_kernels(scanned / f"{SPARSE_CSR_CUDA}.yaml", version, here)
+    device_checks = load_device_checks(scanned / f"{DEVICE_CHECKS}.yaml", version, here)
     path = catalog_dir / "overlays" / "packages.yaml"
     packages = load_packages(path, known) if path.exists() else ()
     path = catalog_dir / "overlays" / "limits.yaml"
@@ -133,7 +144,7 @@ def _load(catalog_dir: Path, scanned: Path, others: list[Entry], strict: bool) -
                for e in entries]
     return Catalog(torch_version=version, entries=tuple(entries), device_patterns=patterns, mlx=mlx, rewrite=rules,
                    standins=standins, autocast=autocast, sparse_mps=sparse_mps,
-                   sparse_csr_cuda=sparse_csr_cuda, packages=packages, limits=limits,
+                   sparse_csr_cuda=sparse_csr_cuda, device_checks=device_checks, packages=packages, limits=limits,
                    alerts=alerts, differs=tuple(view.differs))
 
 
@@ -329,6 +340,43 @@ def load_sparse_kernels(path: Path, version: str, known: dict[str, Entry]) -> tu
             raise CatalogError(path, line, name, f"{name} is not an aten overload of the scanned catalog")
         names[name] = line
     return tuple(names)
+
+
+def load_device_checks(path: Path, version: str, known: dict[str, Entry]) -> tuple[DeviceCheck, ...]:
+    """The overloads whose CUDA kernel wrapper checks its tensors' devices (``cuda_device_checks.yaml``): ``{name:
+    mm.default, wrapper: wrapper_CUDA_mm, arguments: [self, mat2]}``, one per aten overload of the scanned catalog,
+    each argument one of its schema's."""
+    checks: list[DeviceCheck] = []
+    lines: dict[str, int] = {}
+    for item in _facts(path, version):
+        named = dict(item.value) if isinstance(item, yaml.MappingNode) else {}
+        fields = {k.value: v for k, v in named.items()}
+        line = schema.line_of(item)
+        name, wrapper, arguments = (fields.get(k) for k in ("name", "wrapper", "arguments"))
+        if (set(fields) != {"name", "wrapper", "arguments"} or not isinstance(name, yaml.ScalarNode)
+                or not isinstance(wrapper, yaml.ScalarNode) or not isinstance(arguments, yaml.SequenceNode)
+                or not all(isinstance(a, yaml.ScalarNode) for a in arguments.value)):
+            raise CatalogError(path, line, None, "expected a record {name: <aten overload>, wrapper: <name>, "
+                                                 "arguments: [<argument>, ...]}")
+        if name.value in lines:
+            raise CatalogError(path, line, name.value, f"duplicate entry (first at line {lines[name.value]})")
+        entry = known.get(aten_entry(name.value))
+        if entry is None:
+            raise CatalogError(path, line, name.value, f"{name.value} is not an aten overload of the scanned catalog")
+        given = tuple(a.value for a in arguments.value)
+        params = _parameters(entry)
+        unknown = [a for a in given if a not in params]
+        if unknown:
+            raise CatalogError(path, line, name.value, f"{', '.join(unknown)}: not an argument of {name.value} "
+                                                       f"({', '.join(params)})")
+        lines[name.value] = line
+        checks.append(DeviceCheck(name.value, wrapper.value, given))
+    return tuple(checks)
+
+
+def _parameters(entry: Entry) -> tuple[str, ...]:
+    """The argument names of an aten overload's entry (its one signature's)."""
+    return tuple(p.name for p in entry.signatures[0].params) if entry.signatures else ()
 
 
 def load_autocast(path: Path, version: str, known: dict[str, Entry]) -> tuple[AutocastRule, ...]:

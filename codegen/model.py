@@ -103,6 +103,17 @@ AutocastPolicy = Literal["lower_precision_fp", "fp32", "fp32_set_opt_dtype", "fp
 
 
 @dataclass(frozen=True)
+class DeviceCheck:
+    """An aten overload whose CUDA kernel wrapper checks that its tensors are on one device
+    (``catalog/scanned/cuda_device_checks.yaml``): ``name`` as ``torch.ops.aten`` names it, the wrapper's name and
+    the arguments it checks, in its order."""
+
+    name: str
+    wrapper: str
+    arguments: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class AutocastRule:
     """One aten overload of CUDA's autocast policy (``catalog/scanned/autocast.yaml``, scanned from ATen's
     ``autocast_mode.h``): ``name`` as ``torch.ops.aten`` names it (``softmax.int``, ``sum.default``)."""
@@ -169,6 +180,8 @@ class Catalog:
     names them (``add.Tensor``, ``abs.default``)."""
     sparse_csr_cuda: tuple[str, ...] = ()
     """The overloads CUDA has a sparse compressed kernel of (``catalog/scanned/sparse_csr_cuda.yaml``), named so."""
+    device_checks: tuple[DeviceCheck, ...] = ()
+    """The overloads whose CUDA kernel wrapper checks its tensors' devices, by name."""
     packages: tuple[tuple[str, PackageRule], ...] = ()
     """CUDA-only packages by module name, in file order."""
     limits: tuple[LimitRecord, ...] = ()

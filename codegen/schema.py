@@ -48,6 +48,10 @@ class CatalogError(ValueError):
         super().__init__(f"{where}{what}: {message}")
         self.path, self.line, self.entry, self.message = Path(path), line, entry, message
 
+    def __reduce__(self) -> tuple[type, tuple[Path, int | None, str | None, str]]:
+        """Made again from its four parts (a release's worker process raises it to ``make generate``'s)."""
+        return type(self), (self.path, self.line, self.entry, self.message)
+
     def short(self) -> str:
         """The message with the file named by its name alone (for generated text: no machine's paths)."""
         where = f"{self.path.name}:{self.line}" if self.line is not None else self.path.name

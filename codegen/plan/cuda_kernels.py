@@ -5,6 +5,8 @@
   or ``composite``): a GPU refuses them, the CPU runs them;
 - **sparse compressed on CUDA**: overloads CUDA has a ``SparseCsrCUDA`` kernel of (``catalog/scanned/
   sparse_csr_cuda.yaml``): a GPU's sparse CSR/CSC/BSR/BSC tensors run them, and no other;
+- **device checks**: overloads whose CUDA kernel wrapper checks its tensors' devices (``catalog/scanned/
+  cuda_device_checks.yaml``), by dispatcher name: the wrapper's name and the arguments it checks, in its order;
 - **alerts**: one :class:`~torchdevice.records.determinism.AlertRow` per record of
   ``catalog/overlays/cuda_kernels.yaml``, overloads by their dispatcher names, the condition in normal form.
 """
@@ -27,6 +29,8 @@ class CudaKernels:
     alerts: tuple[AlertRow, ...] = ()
     sparse_csr: tuple[str, ...] = ()
     """Dispatcher names, sorted."""
+    device_checks: tuple[tuple[str, str, tuple[str, ...]], ...] = ()
+    """``(dispatcher name, wrapper, arguments)``, sorted."""
 
     @classmethod
     def of(cls, catalog: Catalog) -> CudaKernels:
@@ -38,4 +42,5 @@ class CudaKernels:
                      alert=r.rule.alert, when=r.rule.clauses(), source=r.rule.source, note=r.rule.note)
             for r in catalog.alerts)
         sparse = sorted(dispatcher_name(aten_entry(name)) for name in catalog.sparse_csr_cuda)
-        return cls(tuple(missing), alerts, tuple(sparse))
+        checks = sorted((dispatcher_name(aten_entry(c.name)), c.wrapper, c.arguments) for c in catalog.device_checks)
+        return cls(tuple(missing), alerts, tuple(sparse), tuple(checks))

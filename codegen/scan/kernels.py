@@ -15,18 +15,23 @@ excluded: ``missing`` if any is missing for the backend, else the first of ``nat
 
 :func:`sparse_records` lists the overloads a backend has a sparse kernel of (``SparseMPS``: MPS's sparse COO
 kernels, ``sparse_mps.yaml``; ``SparseCsrCUDA``: CUDA's sparse compressed ones, ``sparse_csr_cuda.yaml``): facts
-about aten overloads, not entries.
+about aten overloads, not entries. :func:`device_check_records` lists the overloads whose CUDA kernel wrapper checks
+that its tensors are on one device, as torchgen writes ``RegisterCUDA.cpp`` (``cuda_device_checks.yaml``).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
 import torchgen
-from torchgen.gen import ParsedYaml, parse_native_yaml
+from torchgen.dest.register_dispatch_key import RegisterDispatchKey
+from torchgen.gen import ParsedYaml, get_grouped_native_functions, parse_native_yaml
 from torchgen.model import BackendIndex, DispatchKey, NativeFunction
+from torchgen.selective_build.selector import SelectiveBuilder
+from torchgen.utils import Target
 
 from torchdevice.records import BACKENDS
 
@@ -83,6 +88,34 @@ def sparse_records(key: DispatchKey) -> list[dict[str, str]]:
     found = {f"{f.func.name.name}.{f.func.name.overload_name or 'default'}" for f in parsed.native_functions
              if index.has_kernel(f)}
     return [{"name": name} for name in sorted(found)]
+
+
+_CHECK = re.compile(r'check_and_update_common_device\(common_device, \w+, "(\w+)", "(\w+)"\)')
+_REGISTERED = re.compile(r'm\.impl\("([\w.]+)",\s*TORCH_FN\((\w+)\)\)')
+
+
+def device_check_records() -> list[dict[str, object]]:
+    """One record per overload whose CUDA kernel wrapper checks its tensors' devices before the kernel runs (``Expected
+    all tensors to be on the same device, but got mat2 is on cpu, ... (when checking argument in method
+    wrapper_CUDA_mm)``): the overload as ``torch.ops.aten`` names it, the wrapper's name and the arguments it checks,
+    in its order. Read from the code torchgen generates for ``RegisterCUDA.cpp`` (``c10::impl::
+    check_and_update_common_device`` calls), not from a reimplementation of its rules."""
+    parsed = _parsed()
+    index = parsed.backend_indices[DispatchKey.CUDA]
+
+    def generator(target: Target) -> RegisterDispatchKey:
+        return RegisterDispatchKey(index, target, SelectiveBuilder.get_nop_selector(), rocm=False, symint=True,
+                                   class_method_name=None, skip_dispatcher_op_registration=False)
+
+    definitions, registrations = generator(Target.ANONYMOUS_DEFINITION), generator(Target.REGISTRATION)
+    checks: dict[str, list[str]] = {}
+    wrappers: dict[str, str] = {}
+    for group in get_grouped_native_functions(parsed.native_functions):
+        for method, argument in _CHECK.findall("\n".join(definitions(group))):
+            checks.setdefault(method, []).append(argument)
+        wrappers.update(_REGISTERED.findall("\n".join(registrations(group))))
+    found = {(op if "." in op else f"{op}.default"): wrapper for op, wrapper in wrappers.items() if wrapper in checks}
+    return [{"name": name, "wrapper": found[name], "arguments": checks[found[name]]} for name in sorted(found)]
 
 
 @cache

@@ -3,6 +3,7 @@ leaves out the overlay records that do not hold there, and each table change giv
 
 from __future__ import annotations
 
+import pickle
 import shutil
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ import yaml
 from codegen.load import load
 from codegen.releases import change, literal
 from codegen.scan import release
+from codegen.schema import CatalogError
 from torchdevice.records.determinism import AlertRow
 from torchdevice.records.releases import changed
 
@@ -53,6 +55,9 @@ def a_release(catalog: Path, tmp_path: Path, version: str = "9.9.0") -> Path:
         entries.append({**first, "name": "torch.ops.aten.abs.newer", "aten": ["abs.newer"]})
 
     edit(theirs / "aten.yaml", aten)
+    edit(theirs / "cuda_device_checks.yaml",  # its facts about the overload go with it, as a release's scan has them
+         lambda d: d["entries"].__setitem__(slice(None), [e for e in d["entries"]
+                                                          if e["name"] != "_adaptive_avg_pool2d.default"]))
     edit(theirs / "mps_messages.yaml", lambda d: d["strings"].__setitem__(slice(0, 1), ["a message only 9.9 has"]))
     edit(theirs / "cuda_alerts.yaml", lambda d: d["calls"].pop())
     edit(theirs / "autocast.yaml", lambda d: d["entries"][0].update(policy="fp32"))
@@ -70,7 +75,7 @@ def records(path: Path) -> list[Any]:
 def test_a_release_file_gives_back_that_releases_scanned_files(catalog_copy, tmp_path):
     theirs = a_release(catalog_copy, tmp_path)
     kept = read(catalog_copy / "releases" / "9.9.0.yaml")["files"]
-    assert set(kept) == {"aten", "mps_messages", "cuda_alerts", "autocast"}  # nothing that holds for both
+    assert set(kept) == {"aten", "mps_messages", "cuda_alerts", "autocast", "cuda_device_checks"}  # what differs
     assert kept["aten"]["removed"] == ["torch.ops.aten._adaptive_avg_pool2d.default"]
     assert [e["name"] for e in kept["aten"]["added"]] == ["torch.ops.aten.abs.newer"]
     with release.view("9.9.0", catalog_copy / "scanned", catalog_copy / "releases") as view:
@@ -130,3 +135,11 @@ def test_a_change_is_python_text_that_reads_back_equal_in_a_fixed_order():
     assert imports == {("torchdevice.records.determinism", "AlertRow")}
     assert eval(text, {"AlertRow": AlertRow}) == value  # noqa: S307 - the text just made
     assert "frozenset({'a', 'm', 'z'})" in text
+
+
+def test_a_catalog_error_raised_in_a_releases_worker_reaches_make_generate_whole():
+    """The releases render in worker processes, whose exceptions come back pickled: a CatalogError names its file,
+    line and entry there too (unpickled, it once broke the pool instead)."""
+    error = CatalogError(Path("catalog/releases/2.10.0.yaml"), 7, "mm.default", "not an aten overload")
+    back = pickle.loads(pickle.dumps(error))
+    assert (str(back), back.path, back.line, back.entry) == (str(error), error.path, 7, "mm.default")

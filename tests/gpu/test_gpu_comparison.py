@@ -14,6 +14,13 @@ import pytest
 SCRIPT = Path(__file__).with_name("compare_with_gpu.py")
 SAME_DEVICE = ("RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cuda:0 "
                "and cpu!")
+"""TensorIterator's words, for an op whose CUDA kernel's wrapper checks no device (``device_check: NoCheck``)."""
+
+
+def wrapper_check(argument: str, on: str, others: str, wrapper: str) -> str:
+    """The words of a CUDA kernel wrapper's device check (c10's ``common_device_check_failure``)."""
+    return (f"RuntimeError: Expected all tensors to be on the same device, but got {argument} is on {on}, different "
+            f"from other tensors on {others} (when checking argument in method {wrapper})")
 
 
 @pytest.mark.processes
@@ -22,9 +29,15 @@ def test_every_probe_runs_under_cuda_sim_and_answers_as_a_gpu():
     assert done.returncode == 0, done.stderr
     answers = json.loads(done.stdout)
     assert answers["device"] == "device(type='cuda', index=0)" and answers["is_cuda"] == "True"
-    for line in ("stack with cpu", "cpu batch", "cpu target", "cpu indices", "cpu condition", "in place from cpu",
-                 "cat", "matmul"):
-        assert answers[line] == SAME_DEVICE, line
+    placement = {"stack with cpu": wrapper_check("tensors", "cuda:0", "cpu", "wrapper_CUDA_cat"),
+                 "cpu batch": wrapper_check("mat1", "cpu", "cuda:0", "wrapper_CUDA_addmm"),
+                 "cpu target": SAME_DEVICE,
+                 "cpu indices": wrapper_check("index", "cpu", "cuda:0", "wrapper_CUDA__index_select"),
+                 "cpu condition": SAME_DEVICE, "in place from cpu": SAME_DEVICE,
+                 "cat": wrapper_check("tensors", "cpu", "cuda:0", "wrapper_CUDA_cat"),
+                 "matmul": wrapper_check("mat2", "cpu", "cuda:0", "wrapper_CUDA_mm")}
+    for line, words in placement.items():
+        assert answers[line] == words, line
     assert answers["cpu index"] == "[0.0, 2.0]" and answers["cpu scalar"] == "device(type='cuda', index=0)"
     assert (answers["allocated 1000 floats"], answers["allocated 1 byte"]) == ("4096", "512")
     assert answers["out of memory"].startswith("OutOfMemoryError: CUDA out of memory. Tried to allocate 4096.00 GiB.")

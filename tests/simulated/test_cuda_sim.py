@@ -15,7 +15,7 @@ import torch.nn.functional as F
 import torchdevice
 from torchdevice.device import gpus
 
-SAME_DEVICE = "Expected all tensors to be on the same device, but found at least two devices"
+SAME_DEVICE = "Expected all tensors to be on the same device, but"
 
 
 @pytest.fixture
@@ -48,6 +48,7 @@ def test_tensors_models_and_storages_say_cuda(gpu, tmp_path):
 
 
 def test_the_lines_a_gpu_refuses_raise_and_those_it_runs_run(gpu):
+    """(Their words: ``test_cuda_words.py``.)"""
     model = torch.nn.Linear(4, 2).cuda()
     x, host = torch.randn(5, 4, device="cuda"), torch.randn(5, 4)
     refused = {
@@ -77,7 +78,7 @@ def test_two_gpus_are_two_devices(two_gpus):
     a, b = torch.ones(3, device="cuda:0"), torch.ones(3, device="cuda:1")
     assert (a.device, b.device, (b * 2).device, b.get_device()) == (
         torch.device("cuda", 0), torch.device("cuda", 1), torch.device("cuda", 1), 1)
-    with pytest.raises(RuntimeError, match=f"{SAME_DEVICE}, cuda:0 and cuda:1!"):
+    with pytest.raises(RuntimeError, match=f"{SAME_DEVICE} found at least two devices, cuda:0 and cuda:1!"):
         a + b
     # TensorAdvancedIndexing.cpp: indices on the host or on the indexed tensor's device; an index_put_ moves them
     with pytest.raises(RuntimeError, match=r"^indices should be either on cpu or on the same device as the indexed "

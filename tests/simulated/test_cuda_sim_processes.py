@@ -183,8 +183,9 @@ def test_a_rank_whose_model_is_on_another_gpu_than_its_device_ids_fails_as_on_a_
     where every ``cuda:i`` is the CPU, runs it)."""
     done = run_on("cuda-sim", "--devices", "2", str(PROGRAMS / "ddp_forgot_set_device.py"))
     assert done.returncode != 0, done.output
-    assert ("rank 1: Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cuda:1!"
-            in done.stdout.splitlines()), done.output
+    assert ("rank 1: Expected all tensors to be on the same device, but got mat1 is on cuda:1, different from other "
+            "tensors on cuda:0 (when checking argument in method wrapper_CUDA_addmm)" in done.stdout.splitlines()), \
+        done.output
 
 @pytest.mark.processes
 @pytest.mark.skipif(sys.platform == "win32", reason="no fork on Windows")

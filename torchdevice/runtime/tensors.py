@@ -191,11 +191,12 @@ class Mover:
         ``Tensor.type(torch.cuda.HalfTensor)`` (the emulated class) convert and move to the device."""
         original, r, onto = torch.Tensor.type, self.r, self.onto
         slot = r.counts.slot("torch.Tensor.type")
+        there = on_device(r.target)
 
         @functools.wraps(original)
         def legacy_type(self: torch.Tensor, dtype: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
             if dtype is None and not kwargs:
-                return _cuda_type(self) if device_index(self) is not None else original(self)
+                return _cuda_type(self) if there(self) else original(self)
             if isinstance(dtype, str) and dtype.startswith("torch.cuda."):
                 legacy = getattr(torch, dtype.removeprefix("torch.cuda."), None)
                 converted = getattr(legacy, "dtype", None)
@@ -262,8 +263,8 @@ def _copied_to_host(t: torch.Tensor) -> bool:
 
 
 def _cuda_type(t: torch.Tensor) -> str:
-    """``torch.cuda.FloatTensor`` for a float32 tensor."""
-    return "torch.cuda." + torch._C.TensorBase.type(t).removeprefix("torch.")
+    """``torch.cuda.FloatTensor`` for a float32 tensor (of the host or of a simulated device)."""
+    return "torch.cuda." + torch._C.TensorBase.type(t).rpartition(".")[2]
 
 
 def _record_stream(original: Any, emulation: Emulation) -> Any:

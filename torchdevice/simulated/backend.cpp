@@ -16,6 +16,7 @@
 // - `set_data`: `param.data = tensor` between the host and the device, as torch allows it between the host and
 //   MPS (its check knows torch's own backends, not PrivateUse1).
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Context.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
@@ -41,6 +42,7 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <unordered_set>
 #include <vector>
 #ifndef _WIN32
@@ -380,8 +382,9 @@ at::Tensor held_host(const at::Tensor& self) {
 // the sizes their host views were given, the arguments it returns are the caller's own tensors, views of the call's
 // host storages are device views of the device storages, new host memory is wrapped (no copy). Before computing,
 // the call is refused as the device refuses it: float64 and complex128 where the device has none, a host tensor that
-// is not a scalar mixed with device tensors. Registered (`use_kernels`) for the overloads the Python side chose:
-// those whose refusals are no more than these.
+// is not a scalar mixed with device tensors, and, where the device's kernel wrapper checks its tensors' devices first
+// (CUDA's, `RegisterCUDA.cpp`), a tensor not on the first one's device, in the wrapper's words. Registered
+// (`use_kernels`) for the overloads the Python side chose: those whose refusals are no more than these.
 
 struct HostView final : c10::TensorImpl {
   HostView(c10::Storage storage, caffe2::TypeMeta dtype)
@@ -395,6 +398,99 @@ struct Refusals {
 
 Refusals refusals;
 std::unique_ptr<torch::Library> kernels;
+
+// A kernel wrapper's device check (c10::impl::check_and_update_common_device): its name and the positions and names
+// of the arguments it checks, in its order.
+struct DeviceCheck {
+  std::string wrapper;
+  std::vector<std::pair<size_t, std::string>> arguments;
+};
+std::unordered_map<std::string, DeviceCheck> device_checks;  // by operator ("aten::mm", "aten::mm.out")
+
+std::string device_name(const c10::Device& device) {
+  return device.type() == kDevice ? shown_type + ":" + std::to_string(device.index()) : device.str();
+}
+
+// A wrapper's check of a call's arguments (c10::impl::check_and_update_common_device): the first defined tensor's
+// device is the one every other must be on (c10's common_device_check_failure words).
+void check_devices(const DeviceCheck& check_of, const torch::jit::Stack& stack, size_t first) {
+  std::optional<c10::Device> common;
+  auto check = [&](const at::Tensor& t, const std::string& name) {
+    if (!t.defined()) {
+      return;
+    }
+    if (!common) {
+      common = t.device();
+    } else if (*common != t.device()) {
+      TORCH_CHECK(false, "Expected all tensors to be on the same device, but got ", name, " is on ",
+                  device_name(t.device()), ", different from other tensors on ", device_name(*common),
+                  " (when checking argument in method ", check_of.wrapper, ")");
+    }
+  };
+  for (const auto& [position, name] : check_of.arguments) {
+    const c10::IValue& value = stack[first + position];
+    if (value.isTensor()) {
+      check(value.toTensor(), name);
+    } else if (value.isList()) {
+      for (const c10::IValue& item : value.toListRef()) {
+        if (item.isTensor()) {
+          check(item.toTensor(), name);
+        }
+      }
+    }
+  }
+}
+
+// What a tensor's type is called in torch's C++ messages (`CUDAFloatType`; torch's Python names it
+// `torch.cuda.FloatTensor` in the message the program reads).
+std::string type_name(const at::Tensor& t) {
+  std::string backend = t.device().type() != kDevice ? "CPU" : shown_type == "cuda" ? "CUDA" : "MPS";
+  return backend + c10::toString(t.scalar_type()) + "Type";
+}
+
+// A convolution's own check of its input's and parameters' types (Convolution.cpp's
+// check_input_same_type_as_parameters), for the backend a GPU's convolution takes: cuDNN's for an input on the
+// device (then cuDNN's kernel wrapper's device check), oneDNN's (MKLDNN's) for a float input on the host.
+void check_convolution(const torch::jit::Stack& stack, size_t first) {
+  const at::Tensor& input = stack[first].toTensor();
+  const at::Tensor& weight = stack[first + 1].toTensor();
+  at::Tensor bias = stack[first + 2].isTensor() ? stack[first + 2].toTensor() : at::Tensor();
+  auto same = [&input](const at::Tensor& t) { return input.options().type_equal(t.options()); };
+  if (input.device().type() == kDevice && at::globalContext().userEnabledCuDNN()) {
+    TORCH_CHECK(same(weight), "Input type (", type_name(input), ") and weight type (", type_name(weight),
+                ") should be the same");
+    TORCH_CHECK(!bias.defined() || same(bias), "Input type (", type_name(input), ") and bias type (",
+                type_name(bias), ") should be the same");
+    auto cudnn = device_checks.find("aten::cudnn_convolution");
+    if (cudnn != device_checks.end()) {
+      check_devices(cudnn->second, stack, first);
+    }
+  } else if (input.device().is_cpu() && input.scalar_type() == c10::kFloat &&
+             at::globalContext().userEnabledMkldnn()) {
+    TORCH_CHECK(same(weight), "Input type (", type_name(input), ") and weight type (", type_name(weight),
+                ") should be the same or input should be a MKLDNN tensor and weight is a dense tensor");
+    TORCH_CHECK(!bias.defined() || same(bias), "Input type (", type_name(input), ") and bias type (",
+                type_name(bias), ") should be the same or input should be a MKLDNN tensor and bias is a dense tensor");
+  }
+}
+
+// The device's kernel wrapper's check of `op`, where it has one.
+void check_devices(const c10::OperatorHandle& op, const torch::jit::Stack& stack, size_t first) {
+  if (device_checks.empty()) {
+    return;
+  }
+  auto found = device_checks.find(c10::toString(op.operator_name()));
+  if (found != device_checks.end()) {
+    check_devices(found->second, stack, first);
+  }
+}
+
+// `convolution` on a GPU: its own check (`check_convolution`), then its CompositeExplicitAutograd kernel (the CPU's
+// too), which calls the backend's ops.
+void convolution(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+  check_convolution(*stack, stack->size() - op.schema().arguments().size());
+  op.redispatchBoxed(c10::DispatchKeySet(c10::DispatchKey::CPU), stack);
+}
 
 bool is_wide(c10::ScalarType type) { return type == c10::kDouble || type == c10::kComplexDouble; }
 
@@ -568,6 +664,9 @@ template <bool Placed, bool Checked = true, bool Indexed = false>
 void kernel(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
   const auto& arguments = op.schema().arguments();
   auto first = stack->size() - arguments.size();
+  if (Checked) {
+    check_devices(op, *stack, first);
+  }
   c10::Device self = Indexed ? (*stack)[first].toTensor().device() : c10::Device(c10::DeviceType::CPU);
   Call call;
   auto to_host = [&call](const at::Tensor& t) { return call.to_host(t); };
@@ -642,12 +741,27 @@ at::Tensor device_empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, 
 }
 
 // Register the C++ kernel for `ops` and `host_arguments` (aten overload names; the latter take host tensors with
-// device tensors), the CPU's for `views`, copies and allocation, with the device's refusals; until
-// `release_kernels`.
+// device tensors), the CPU's for `views`, copies and allocation, with the device's refusals and its kernel wrappers'
+// device checks (`checks`: "aten::mm|wrapper_CUDA_mm|0:self|1:mat2"); until `release_kernels`.
 void use_kernels(c10::List<std::string> ops, c10::List<std::string> host_arguments, c10::List<std::string> views,
-                 bool wide, std::string wide_message) {
+                 bool wide, std::string wide_message, c10::List<std::string> checks) {
   TORCH_CHECK(hooks != nullptr, "torchdevice: register the simulated backend first");
   refusals = Refusals{wide, std::move(wide_message)};
+  device_checks.clear();
+  for (const std::string& row : checks) {
+    std::vector<std::string> parts;
+    std::stringstream fields(row);
+    for (std::string part; std::getline(fields, part, '|');) {
+      parts.push_back(part);
+    }
+    TORCH_CHECK(parts.size() >= 2, "torchdevice: a device check is 'op|wrapper|position:name...', not ", row);
+    DeviceCheck& check = device_checks[parts[0]];
+    check.wrapper = parts[1];
+    for (size_t i = 2; i < parts.size(); i++) {
+      auto colon = parts[i].find(':');
+      check.arguments.emplace_back(std::stoul(parts[i].substr(0, colon)), parts[i].substr(colon + 1));
+    }
+  }
   kernels = std::make_unique<torch::Library>(torch::Library::IMPL, "aten", c10::DispatchKey::PrivateUse1, __FILE__,
                                              __LINE__);
   for (const std::string& name : ops) {
@@ -661,12 +775,18 @@ void use_kernels(c10::List<std::string> ops, c10::List<std::string> host_argumen
   for (const std::string& name : views) {
     kernels->impl(name.c_str(), torch::CppFunction::makeFromBoxedFunction<&as_they_are>());
   }
+  if (!device_checks.empty()) {  // a GPU's: its convolutions check their input's and parameters' types first
+    kernels->impl("convolution", torch::CppFunction::makeFromBoxedFunction<&convolution>());
+  }
   kernels->impl("copy_", torch::CppFunction::makeFromBoxedFunction<&kernel<false, false>>());
   kernels->impl("empty.memory_format", TORCH_FN(device_empty));
   kernels->impl("empty_strided", TORCH_FN(device_empty_strided));
 }
 
-void release_kernels() { kernels.reset(); }
+void release_kernels() {
+  kernels.reset();
+  device_checks.clear();
+}
 
 // New device memory of device `index` (-1: the current one) for a tensor of `size` and `stride`.
 at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, c10::ScalarType dtype, int64_t index) {
@@ -882,6 +1002,7 @@ TORCH_LIBRARY(torchdevice_sim, m) {
   m.def("memory_stats(int index) -> int[]", &memory_stats);
   m.def("reset_peaks(int index) -> ()", &reset_peaks);
   m.def("empty_cache(int index) -> ()", &empty_cache);
-  m.def("use_kernels(str[] ops, str[] host_arguments, str[] views, bool wide, str wide_message) -> ()", &use_kernels);
+  m.def("use_kernels(str[] ops, str[] host_arguments, str[] views, bool wide, str wide_message, str[] checks) -> ()",
+        &use_kernels);
   m.def("release_kernels() -> ()", &release_kernels);
 }

@@ -264,7 +264,7 @@ class SimulatedKernels:
             plain, host_arguments = self._in_cpp()
             views = [op._name.removeprefix("aten::") for op in _VIEWS]
             torch.ops.torchdevice_sim.use_kernels(plain, host_arguments, views, self.no_float64 == EVERY_OP,
-                                                  NO_FLOAT64)
+                                                  NO_FLOAT64, _device_checks() if self.profile.type == "cuda" else [])
             computed.update(f"aten::{name}" for name in (*plain, *host_arguments))
         else:
             for op in _VIEWS:
@@ -715,6 +715,21 @@ def _keyset_unused(kernel: Callable[..., Any]) -> Kernel:
         return kernel(*args, **kwargs)
 
     return with_keyset
+
+
+def _device_checks() -> list[str]:
+    """CUDA's kernel wrappers' device checks (``DEVICE_CHECKS``) as the compiled backend takes them: ``op|wrapper|``
+    then each checked argument's ``position:name`` (the overloads this torch lacks left out)."""
+    from torchdevice_generated.cuda_kernels_table import DEVICE_CHECKS
+
+    rows = []
+    for name, (wrapper, arguments) in DEVICE_CHECKS.items():
+        op = overload(name)
+        if op is None:
+            continue
+        positions = {a.name: i for i, a in enumerate(op._schema.arguments)}
+        rows.append("|".join((name, wrapper, *(f"{positions[a]}:{a}" for a in arguments if a in positions))))
+    return rows
 
 
 def _cpu_kernel(op: torch._ops.OpOverload, key: str) -> Any:
