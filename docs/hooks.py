@@ -14,6 +14,9 @@ A page asks for a table with a marker line ``<!-- generated: NAME -->``:
     ``bench/record.py``), one table per benchmark, with the command that reproduces each row;
 ``status``
     what the per-entry tests measured, counted per target and outcome (``catalog/status.yaml``, ``make status``);
+``standins``
+    every name each stand-in covers, with the library's signature and what computes it, and the names it does
+    not cover with what to use instead (``torchdevice_generated.standins``, from ``catalog/overlays/standins.yaml``);
 ``help-COMMAND``
     ``torchdevice COMMAND --help``, from the command line's own parser (``torchdevice.cli.parser``).
 
@@ -144,6 +147,23 @@ def status() -> str:
     return f"{len(entries):,} entries measured.\n\n" + table(["target", *outcomes], rows)
 
 
+def standins() -> str:
+    from torchdevice_generated.standins import COVERED, MISSING, PACKAGES, VERSIONS
+
+    parts = []
+    for package, (distribution, computes) in PACKAGES.items():
+        parts.append(f"### `{package}` ({distribution} {VERSIONS[package]})")
+        covered = [[code(name), code(signature), code(torch_api)] for name, (signature, torch_api) in COVERED.items()
+                   if name == package or name.startswith(package + ".")]
+        parts.append(table(["covered", "signature", "computed with"], covered))
+        missing = [[code(name), cell(instead)] for name, instead in MISSING.items()
+                   if name == package or name.startswith(package + ".")]
+        if missing:
+            parts.append(f"Not covered (an `ImportError` naming what to use; anything else: `{cell(computes)}`):")
+            parts.append(table(["not covered", "use instead"], missing))
+    return "\n\n".join(parts)
+
+
 def command_help(command: str) -> str:
     import os
 
@@ -165,7 +185,7 @@ def command_help(command: str) -> str:
     return f"```text\n{text.rstrip()}\n```"
 
 
-RENDERERS: dict[str, Callable[[], str]] = {"rewrite-rules": rewrite_rules, "gpus": gpus,
+RENDERERS: dict[str, Callable[[], str]] = {"rewrite-rules": rewrite_rules, "gpus": gpus, "standins": standins,
                                            "measurements": measurements, "status": status}
 RENDERERS.update({f"help-{name}": (lambda name=name: command_help(name))
                   for name in ("run", "check", "rewrite", "kernel", "catalog", "doctor", "probe")})

@@ -116,12 +116,15 @@ def test_the_search_index_holds_every_page(site):
 
 def test_the_pages_rendered_from_data_show_that_data(site):
     from torchdevice_generated.rewrite_rules import RULES
+    from torchdevice_generated.standins import COVERED, MISSING
 
     from torchdevice.device.gpus import CARDS
 
     rules = (site / "commands" / "rewrite-rules.html").read_text()
     assert {r.code for r in RULES} <= set(re.findall(r"TD\d{3}", rules))
     assert all(f"<code>{r.name}</code>" in rules for r in RULES)
+    standins = (site / "standins.html").read_text()
+    assert all(f"<code>{name}</code>" in standins for name in [*COVERED, *MISSING])
     cards = (site / "targets" / "cuda-sim.html").read_text()
     assert all(card.name in cards for card in CARDS.values())
     performance = (site / "performance.html").read_text()
