@@ -149,8 +149,7 @@ def link_to(dom: browser.Element, text: str) -> str:
 PATH = [("Install", "install.md", ["never replaces", "torchdevice-toolkit"]),
         ("Run", "commands/run.md", ["torchdevice run train.py --epochs 3", "usage: torchdevice run"]),
         ("Check", "commands/check.md", ["blockers (2):", "usage: torchdevice check"]),
-        ("Rewrite", "commands/rewrite.md", ["current_accelerator(check_available=True)", "usage: torchdevice rewrite"]),
-        ("Rewrite rules", "commands/rewrite-rules.md", ["TD101", "device-string", "TD9xx: constructs left in place"])]
+        ("Rewrite", "commands/rewrite.md", ["current_accelerator(check_available=True)", "usage: torchdevice rewrite"])]
 """A newcomer's path: the link followed on each page (by its text), the page it must lead to, and what that page
 must show (texts of its Markdown source, and of the tables and help rendered into it)."""
 
