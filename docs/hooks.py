@@ -17,6 +17,8 @@ A page asks for a table with a marker line ``<!-- generated: NAME -->``:
 ``standins``
     every name each stand-in covers, with the library's signature and what computes it, and the names it does
     not cover with what to use instead (``torchdevice_generated.standins``, from ``catalog/overlays/standins.yaml``);
+``pytest-options``
+    the pytest plugin's options and ini keys, as the plugin adds them to pytest (``torchdevice.pytest_plugin``);
 ``help-COMMAND``
     ``torchdevice COMMAND --help``, from the command line's own parser (``torchdevice.cli.parser``).
 
@@ -164,6 +166,26 @@ def standins() -> str:
     return "\n\n".join(parts)
 
 
+def pytest_options() -> str:
+    from _pytest.config.argparsing import Parser
+
+    from torchdevice import pytest_plugin
+
+    parser = Parser(_ispytest=True)
+    pytest_plugin.pytest_addoption(parser)
+    rows = []
+    for group in parser._groups:
+        for option in group.options:
+            attrs = option.attrs()
+            [name] = option.names()
+            ini = attrs["dest"] if name != "--torchdevice" else "torchdevice"
+            if ini not in parser._inidict:
+                raise ValueError(f"the pytest option {name} has no ini key {ini}")
+            flag = f"{name}[={attrs['metavar']}]" if attrs.get("nargs") == "?" else f"{name} {attrs['metavar']}"
+            rows.append([code(flag), code(ini), cell(attrs["help"])])
+    return table(["option", "ini key", "meaning"], rows)
+
+
 def command_help(command: str) -> str:
     import os
 
@@ -186,6 +208,7 @@ def command_help(command: str) -> str:
 
 
 RENDERERS: dict[str, Callable[[], str]] = {"rewrite-rules": rewrite_rules, "gpus": gpus, "standins": standins,
+                                           "pytest-options": pytest_options,
                                            "measurements": measurements, "status": status}
 RENDERERS.update({f"help-{name}": (lambda name=name: command_help(name))
                   for name in ("run", "check", "rewrite", "kernel", "catalog", "doctor", "probe")})

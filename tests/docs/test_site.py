@@ -130,6 +130,10 @@ def test_the_pages_rendered_from_data_show_that_data(site):
     performance = (site / "performance.html").read_text()
     recorded = json.loads((DOCS / "measurements" / "bench.json").read_text())["results"]
     assert all(f"<code>{r['command']}</code>" in performance for r in recorded)
+    from torchdevice.pytest_plugin import OPTIONS
+
+    plugin = (site / "pytest-plugin.html").read_text()
+    assert all(f"<code>torchdevice_{name}</code>" in plugin for name, _, _ in OPTIONS)
     run = (site / "commands" / "run.html").read_text()
     assert "--gpu-memory SIZE" in run and "usage: torchdevice run" in run
 
