@@ -19,10 +19,13 @@ A page asks for a table with a marker line ``<!-- generated: NAME -->``:
     not cover with what to use instead (``torchdevice_generated.standins``, from ``catalog/overlays/standins.yaml``);
 ``pytest-options``
     the pytest plugin's options and ini keys, as the plugin adds them to pytest (``torchdevice.pytest_plugin``);
+``release-facts``
+    what each known release's own files say, against the catalog's release: the generated tables as each release
+    has them (``torchdevice.releases.value``, from ``torchdevice_generated.releases``); this one imports torch;
 ``help-COMMAND``
     ``torchdevice COMMAND --help``, from the command line's own parser (``torchdevice.cli.parser``).
 
-An unknown marker fails the build. Nothing here runs a benchmark or imports torch.
+An unknown marker fails the build. Nothing here runs a benchmark; only ``release-facts`` imports torch.
 """
 
 from __future__ import annotations
@@ -186,6 +189,27 @@ def pytest_options() -> str:
     return table(["option", "ini key", "meaning"], rows)
 
 
+def release_facts() -> str:
+    from torchdevice_generated import autocast_table, cuda_kernels_table, cuda_table, fallback_table
+    from torchdevice_generated.releases import CHANGES, DIFFERS, KNOWN
+
+    from torchdevice.releases import value
+
+    [catalog] = [release for release in KNOWN if release not in CHANGES]
+    lacks = value(fallback_table, "MISSING_ON_MPS", catalog)
+    rows = []
+    for release in KNOWN:
+        missing = value(fallback_table, "MISSING_ON_MPS", release)
+        rows.append([release + (" (the catalog's)" if release == catalog else ""), f"{len(missing):,}",
+                     f"{len(missing - lacks):,}", f"{len(lacks - missing):,}",
+                     f"{len(value(cuda_kernels_table, 'MISSING_ON_CUDA', release)):,}",
+                     f"{len(value(autocast_table, 'POLICY', release)):,}",
+                     f"{len(value(cuda_table, 'EMULATION', release)):,}", f"{len(DIFFERS.get(release, ())):,}"])
+    return table(["release", "overloads MPS lacks", f"of them, with a kernel on {catalog}",
+                  f"lacking on {catalog}, with a kernel here", "overloads CUDA lacks", "CUDA's autocast rows",
+                  "`torch.cuda` entries the emulation answers", f"records kept with {catalog}'s words"], rows)
+
+
 def command_help(command: str) -> str:
     import os
 
@@ -208,7 +232,7 @@ def command_help(command: str) -> str:
 
 
 RENDERERS: dict[str, Callable[[], str]] = {"rewrite-rules": rewrite_rules, "gpus": gpus, "standins": standins,
-                                           "pytest-options": pytest_options,
+                                           "pytest-options": pytest_options, "release-facts": release_facts,
                                            "measurements": measurements, "status": status}
 RENDERERS.update({f"help-{name}": (lambda name=name: command_help(name))
                   for name in ("run", "check", "rewrite", "kernel", "catalog", "doctor", "probe")})

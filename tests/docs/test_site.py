@@ -134,6 +134,13 @@ def test_the_pages_rendered_from_data_show_that_data(site):
 
     plugin = (site / "pytest-plugin.html").read_text()
     assert all(f"<code>torchdevice_{name}</code>" in plugin for name, _, _ in OPTIONS)
+    from torchdevice_generated.releases import DIFFERS, KNOWN
+
+    releases = (site / "releases.html").read_text()
+    rows = [re.findall(r"<td>(.*?)</td>", row, re.S) for row in re.findall(r"<tr>(.*?)</tr>", releases, re.S)]
+    facts = {row[0].split()[0]: row for row in rows if len(row) == 8}  # the facts table: 8 columns
+    assert list(facts) == list(KNOWN)
+    assert all(facts[release][-1] == str(len(DIFFERS.get(release, ()))) for release in KNOWN)
     run = (site / "commands" / "run.html").read_text()
     assert "--gpu-memory SIZE" in run and "usage: torchdevice run" in run
 
