@@ -8,7 +8,7 @@ JOBS   ?= auto
 # package itself declares the range it supports (pyproject.toml).
 PIP_INSTALL := $(PY) -m pip install -q -c constraints.txt
 
-.PHONY: venv venv-torch torch-wheels catalog-release test-torch browser demo test test-fast test-consistency external-suites catalog mps-messages cuda-alerts generate check-generated status bench lint wheel clean
+.PHONY: venv venv-torch torch-wheels catalog-release test-torch browser demo test test-fast test-consistency external-suites catalog mps-messages cuda-alerts generate check-generated status bench lint docs wheel clean
 
 $(STAMP): pyproject.toml constraints.txt torchdevice.pth
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -143,12 +143,19 @@ check-generated: $(STAMP)
 status: $(STAMP)
 	$(PY) -m codegen.status -n $(JOBS)
 
+# `make bench RECORD=1` also writes the results into docs/measurements/bench.json, which the site's Performance page
+# is rendered from (in place of the recorded results of the benchmarks run); TOPICS=... runs only those.
 bench: $(STAMP)
-	$(PY) -m bench
+	$(PY) -m bench $(if $(RECORD),--record docs/measurements/bench.json) $(TOPICS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	MYPYPATH=generated $(PY) -m mypy -p torchdevice_generated -p torchdevice -p codegen
+
+# The documentation site (mkdocs.yml, docs/) into site/: strict, so a warning (a broken link or anchor, a page
+# outside the nav) fails the build; docs/hooks.py renders the pages' tables from the data they show.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 wheel: $(STAMP)
 	$(PY) -m pip wheel -q --no-deps -w dist .

@@ -1,6 +1,7 @@
 """torchdevice: run CUDA-written PyTorch code unmodified on MPS, MLX or CPU.
 
-``install()`` makes ``"cuda"`` mean the best device present (MPS, else CPU; real CUDA is left alone)
+``install()`` makes ``"cuda"`` mean the best device present (MPS, else a simulated GPU, else CPU; real CUDA is
+left alone)
 until ``uninstall()``, in this process and in every Python process it starts; ``installed()`` does
 both around a block; ``torchdevice run SCRIPT`` runs a program with the runtime active. Importing
 this package is cheap: torch is imported on first use.

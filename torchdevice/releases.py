@@ -40,7 +40,7 @@ again."""
 _scan: dict[str, Any] = {}
 
 TESTED = ((2, 10), (2, 11), (2, 12), (2, 13), (2, 14), (2, 15))
-"""The releases (major, minor) the release tier ran on (the README's table)."""
+"""The releases (major, minor) the release tier ran on (the table of docs/releases.md)."""
 
 
 def release(version: str | None = None) -> tuple[int, int]:

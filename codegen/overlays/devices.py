@@ -41,7 +41,7 @@ class DeviceRule:
     parameters and buffers are marked as on the emulated device."""
     places: bool = True
     """Whether the sample's tensors are made on the device it is given (the per-entry test then checks they say
-    so); false where they are results of operations (not followed: see the README's Limits) or host memory."""
+    so); false where they are results of operations (not followed: see docs/targets/cpu.md) or host memory."""
 
     def __post_init__(self) -> None:
         if self.policy is not None and not self.why:

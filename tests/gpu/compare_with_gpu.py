@@ -6,8 +6,9 @@ process, and prints one JSON line per probe whose answers differ, then a summary
 ``--sim-only`` runs the simulated side alone (on any machine: the suite checks that every probe runs there).
 
 The probes are the lines of identity, placement, the allocator's counts, determinism alerts, refused kernels,
-``SyncBatchNorm``'s kernels (CUDA's only), cuDNN and torch's messages that the README's cuda-sim section claims are as
-on a GPU. A probe's answer is its value (``repr``), or the exception's type and first line.
+``SyncBatchNorm``'s kernels (CUDA's only), cuDNN and torch's messages that the cuda-sim page
+(docs/targets/cuda-sim.md) claims are as on a GPU. A probe's answer is its value (``repr``), or the exception's type
+and first line.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The prepared GPU comparison (``compare_with_gpu.py``) runs every probe under cuda-sim on any machine, and its
-answers are what a GPU answers where the README says so (here, without a GPU, torch's CUDA sources are the
+answers are what a GPU answers where docs/targets/cuda-sim.md says so (here, without a GPU, torch's CUDA sources are the
 reference for the expected answers below)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The README's table of torch releases: for each release's environment (``make venv-torch TORCH=...``; the
+"""The table of torch releases in docs/releases.md: for each release's environment (``make venv-torch TORCH=...``; the
 project's own ``.venv`` for its release), the example GPT under ``torchdevice run`` on each target against its
 CPU-written twin run plainly, ``torchrun --nproc_per_node=2`` of the DDP example, and what ``rewrite`` and ``check``
 print. One JSON line per release:

@@ -40,7 +40,7 @@ def test_host_tensors_stay_host_tensors_and_are_no_fallbacks(mac):
 
 def test_mixing_a_device_tensor_with_a_host_tensor_raises_as_on_mps(mac):
     x = torch.ones(3, device="cuda")
-    # torch's own C++ check names the device as torch knows it: simulated:0 (see the README's simulated Mac)
+    # torch's own C++ check names the device as torch knows it: simulated:0 (see docs/targets/mps-sim.md)
     with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device.*mps(_sim)?:0 and cpu"):
         x + torch.ones(3)
     with pytest.raises(RuntimeError, match="same device"):

@@ -58,6 +58,17 @@ CHECKS: dict[str, str] = {
 }
 """The analyses a ``check`` rule can name, with what each finds."""
 
+FAMILIES: dict[str, str] = {
+    "TD1": "device values",
+    "TD2": "torch.cuda runtime",
+    "TD3": "mixed precision",
+    "TD4": "distributed",
+    "TD5": "streams, events and errors",
+    "TD8": "CUDA-specific names left in place",
+    "TD9": "constructs left in place",
+}
+"""The code families, by prefix (``--select TD1``): what the rules of each are about."""
+
 _FIELDS: dict[str, set[str]] = {
     "call": {"to", "params", "args", "device_type", "without_accelerator", "result_methods", "group",
              "accelerated_only", "current"},

@@ -141,7 +141,7 @@ def resolve(requested: str | torch.device | None = None) -> str:
 def _simulated_or_cpu(kind: str, asked: bool) -> str:
     """Simulated target ``kind`` where the simulated devices' compiled backend can be had (built once with the
     machine's C++ compiler), else the cpu target, said once with why: as a warning where ``kind`` was asked for, at
-    INFO where it was the default (the README's "Which is the default")."""
+    INFO where it was the default (docs/targets/cuda-sim.md, "Which is the default")."""
     from torchdevice.callers import outside
     from torchdevice.simulated import backend
 
