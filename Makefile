@@ -62,6 +62,7 @@ $(TORCH_WHEELS)/.downloaded:
 torch-wheels: $(TORCH_WHEELS)/.downloaded
 
 $(TORCH_VENV)/.installed: pyproject.toml torchdevice.pth $(TORCH_WHEELS)/.downloaded
+	test -x $(TORCH_PY) || $(PYTHON) -m venv $(TORCH_VENV)  # (the download may be older than this environment)
 	echo 'torch==$(TORCH)' > $(TORCH_VENV)/constraints.txt
 	$(TORCH_PIP) --no-index --find-links $(TORCH_WHEELS) torch numpy
 	$(TORCH_PIP) -e '.[mlx,dev]'
