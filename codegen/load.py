@@ -49,6 +49,7 @@ from codegen.model import (
 from codegen.overlays.cuda import CudaRule
 from codegen.overlays.cuda_kernels import AlertRule
 from codegen.overlays.devices import DeviceRule
+from codegen.overlays.gpus import GpuRule
 from codegen.overlays.limits import LimitRule
 from codegen.overlays.mlx import MlxOp
 from codegen.overlays.packages import MODULE, PackageRule
@@ -130,6 +131,8 @@ def _load(catalog_dir: Path, scanned: Path, others: list[Entry], strict: bool) -
     device_checks = load_device_checks(scanned / f"{DEVICE_CHECKS}.yaml", version, here)
     path = catalog_dir / "overlays" / "packages.yaml"
     packages = load_packages(path, known) if path.exists() else ()
+    path = catalog_dir / "overlays" / "gpus.yaml"
+    gpus = load_gpus(path) if path.exists() else ()
     path = catalog_dir / "overlays" / "limits.yaml"
     limits = load_limits(path, known, scanned / f"{MPS_MESSAGES}.yaml", version, view) if path.exists() else ()
     path = catalog_dir / "overlays" / "cuda_kernels.yaml"
@@ -144,7 +147,8 @@ def _load(catalog_dir: Path, scanned: Path, others: list[Entry], strict: bool) -
                for e in entries]
     return Catalog(torch_version=version, entries=tuple(entries), device_patterns=patterns, mlx=mlx, rewrite=rules,
                    standins=standins, autocast=autocast, sparse_mps=sparse_mps,
-                   sparse_csr_cuda=sparse_csr_cuda, device_checks=device_checks, packages=packages, limits=limits,
+                   sparse_csr_cuda=sparse_csr_cuda, device_checks=device_checks, packages=packages, gpus=gpus,
+                   limits=limits,
                    alerts=alerts, differs=tuple(view.differs))
 
 
@@ -637,6 +641,16 @@ def load_list(path: Path, cls: type, known: dict[str, Entry]) -> tuple[Any, ...]
 
 
 STANDIN_PACKAGES = PACKAGE_DIR / "standins" / "packages"
+
+
+def load_gpus(path: Path) -> tuple[tuple[str, GpuRule], ...]:
+    """The cards a simulated GPU can be, by ``--gpu`` name in file order; exactly one is the default."""
+    cards = tuple((key, schema.build(GpuRule, node, path, key)) for key, _, node in _keyed(path, "card names"))
+    defaults = [key for key, card in cards if card.default]
+    if len(defaults) != 1:
+        raise CatalogError(path, None, None, f"exactly one card is the default (default: true), not "
+                                             f"{', '.join(defaults) or 'none'}")
+    return cards
 
 
 def load_standins(path: Path, packages_dir: Path = STANDIN_PACKAGES) -> tuple[StandinRecord, ...]:

@@ -14,6 +14,7 @@ from typing import Literal
 from codegen.overlays.cuda import CudaRule
 from codegen.overlays.cuda_kernels import AlertRule
 from codegen.overlays.devices import DeviceRule
+from codegen.overlays.gpus import GpuRule
 from codegen.overlays.limits import LimitRule
 from codegen.overlays.mlx import MlxOp
 from codegen.overlays.packages import PackageRule
@@ -182,6 +183,8 @@ class Catalog:
     """The overloads CUDA has a sparse compressed kernel of (``catalog/scanned/sparse_csr_cuda.yaml``), named so."""
     device_checks: tuple[DeviceCheck, ...] = ()
     """The overloads whose CUDA kernel wrapper checks its tensors' devices, by name."""
+    gpus: tuple[tuple[str, GpuRule], ...] = ()
+    """The cards a simulated GPU can be, by ``--gpu`` name, in file order."""
     packages: tuple[tuple[str, PackageRule], ...] = ()
     """CUDA-only packages by module name, in file order."""
     limits: tuple[LimitRecord, ...] = ()

@@ -86,9 +86,10 @@ def gpus() -> str:
     from torchdevice.device.gpus import CARDS, DEFAULT
 
     rows = [[f"`{g.key}`" + (" (default)" if g.key == DEFAULT else ""), cell(g.name),
-             f"{g.memory / (1 << 30):.2f} GiB", f"{g.capability[0]}.{g.capability[1]}", str(g.multiprocessors)]
+             f"{g.memory >> 20} MiB", f"{g.capability[0]}.{g.capability[1]}", str(g.multiprocessors),
+             cell(f"{g.seen}: {g.source if '://' in g.source else f'`{g.source}`'}")]
             for g in CARDS.values()]
-    return table(["`--gpu`", "`get_device_name()`", "memory", "capability", "multiprocessors"], rows)
+    return table(["`--gpu`", "`get_device_name()`", "memory", "capability", "multiprocessors", "seen"], rows)
 
 
 FIELDS = ("bench", "name", "what", "measured", "goal", "command", "recorded")

@@ -32,6 +32,7 @@ from codegen.plan.samples import Sample
 from codegen.plan.standins import Standins
 from codegen.plan.wrappers import Wrapper, wrapper_of
 from torchdevice.records import CatalogRow, MlxUse, aten_op
+from torchdevice.records.gpus import Gpu
 from torchdevice.records.limits import LimitRow
 from torchdevice.records.rewrite import RewriteRule
 
@@ -59,6 +60,8 @@ class Plan:
     """MPS's limits."""
     cuda_kernels: CudaKernels = CudaKernels()
     """CUDA's kernel table: the overloads a GPU lacks, its determinism alerts."""
+    gpus: tuple[Gpu, ...] = ()
+    """The cards a simulated GPU can be, the default first."""
 
 
 def plan(catalog: Catalog) -> Plan:
@@ -111,4 +114,6 @@ def plan(catalog: Catalog) -> Plan:
         autocast=autocast.rows(catalog),
         limits=limits.rows(catalog),
         cuda_kernels=CudaKernels.of(catalog),
+        gpus=tuple(sorted((Gpu(key, c.name, c.capability, c.memory_mib << 20, c.multiprocessors, c.seen, c.source)
+                           for key, c in catalog.gpus), key=lambda g: not dict(catalog.gpus)[g.key].default)),
     )

@@ -264,3 +264,24 @@ def test_show_prints_the_policy_and_why(catalog):
     assert f"policy         {policy.name}" in shown.stdout and policy.why in shown.stdout
     missing = run_cli("show", "torch.no_such_thing")
     assert missing.returncode == 1 and "no catalog entry 'torch.no_such_thing'" in missing.stderr
+
+
+CARD = "name: Tesla T4, capability: [7, 5], memory_mib: 15095, multiprocessors: 40, seen: a log, source: a URL"
+
+
+def test_the_cards_reach_the_generated_table_default_first(tmp_path):
+    catalog = load(make_catalog(tmp_path, gpus=f"L4: {{{CARD}}}\nT4: {{{CARD}, default: true}}\n",
+                                devices="torch.nn.*: {policy: flows, why: calls the factories}\n"))
+    assert [(g.key, g.memory, g.capability, g.source) for g in plan(catalog).gpus] == [
+        ("T4", 15095 << 20, (7, 5), "a URL"), ("L4", 15095 << 20, (7, 5), "a URL")]
+
+
+@pytest.mark.parametrize("gpus, words", [
+    (f"T4: {{{CARD}}}\n", "exactly one card is the default (default: true), not none"),
+    (f"T4: {{{CARD}, default: true}}\nL4: {{{CARD}, default: true}}\n", "not T4, L4"),
+    ("T4: {name: Tesla T4, capability: [7, 5], memory_mib: 15095, multiprocessors: 40, seen: a log, source: ' ',"
+     " default: true}\n", "gpus.yaml:1 (entry T4): seen and source: where the figures were seen"),
+    (f"T4: {{{CARD}, default: true, memory: 1}}\n", "gpus.yaml:1 (entry T4): unknown field 'memory'"),
+])
+def test_a_bad_card_is_named(tmp_path, gpus, words):
+    assert words in load_error(tmp_path, gpus=gpus)

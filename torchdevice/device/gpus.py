@@ -2,8 +2,9 @@
 (``--gpu-memory 1GiB``, ``TORCHDEVICE_GPU_MEMORY``): what ``torch.cuda.get_device_name``, ``get_device_properties``,
 ``get_device_capability`` and ``is_bf16_supported`` answer, and how much memory the program may allocate.
 
-Memory is what ``torch.cuda.get_device_properties(0).total_memory`` reports on the card (``nvidia-smi``'s total, in
-MiB). The default is :data:`DEFAULT`, the T4 of Colab's and Kaggle's free tiers, where most CUDA notebooks run.
+The cards (:data:`CARDS`, generated from ``catalog/overlays/gpus.yaml``) are what torch reports on real cards, each
+with its source: memory is ``torch.cuda.get_device_properties(0).total_memory``. The default is :data:`DEFAULT`, the
+T4 of Colab's and Kaggle's free tiers, where most CUDA notebooks run.
 """
 
 from __future__ import annotations
@@ -11,38 +12,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from dataclasses import dataclass
+
+from torchdevice_generated.gpus_table import CARDS, DEFAULT
+
+from torchdevice.records.gpus import Gpu
 
 GPU_VARIABLE = "TORCHDEVICE_GPU"
 MEMORY_VARIABLE = "TORCHDEVICE_GPU_MEMORY"
-_MIB = 1 << 20
-
-
-@dataclass(frozen=True)
-class Gpu:
-    key: str
-    """Its name for ``--gpu`` (``T4``)."""
-    name: str
-    """What ``torch.cuda.get_device_name()`` says (``Tesla T4``)."""
-    capability: tuple[int, int]
-    memory: int
-    """Bytes."""
-    multiprocessors: int
-
-
-CARDS = {
-    "T4": Gpu("T4", "Tesla T4", (7, 5), 15095 * _MIB, 40),
-    "V100-16GB": Gpu("V100-16GB", "Tesla V100-SXM2-16GB", (7, 0), 16160 * _MIB, 80),
-    "A10G": Gpu("A10G", "NVIDIA A10G", (8, 6), 22592 * _MIB, 80),
-    "L4": Gpu("L4", "NVIDIA L4", (8, 9), 22478 * _MIB, 58),
-    "RTX3090": Gpu("RTX3090", "NVIDIA GeForce RTX 3090", (8, 6), 24253 * _MIB, 82),
-    "RTX4090": Gpu("RTX4090", "NVIDIA GeForce RTX 4090", (8, 9), 24209 * _MIB, 128),
-    "A100-40GB": Gpu("A100-40GB", "NVIDIA A100-SXM4-40GB", (8, 0), 40326 * _MIB, 108),
-    "A100-80GB": Gpu("A100-80GB", "NVIDIA A100-SXM4-80GB", (8, 0), 81038 * _MIB, 108),
-    "H100": Gpu("H100", "NVIDIA H100 80GB HBM3", (9, 0), 81008 * _MIB, 132),
-}
-"""The cards by the name ``--gpu`` takes."""
-DEFAULT = "T4"
 _UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
           "KIB": 1 << 10, "MIB": 1 << 20, "GIB": 1 << 30, "TIB": 1 << 40}
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?I?B?)\s*", re.IGNORECASE)
