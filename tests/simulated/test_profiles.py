@@ -91,6 +91,9 @@ def test_the_features_it_does_not_list_are_not_on(monkeypatch):
         assert (torch.backends.mps, "is_available") not in replaced  # not a Mac: no macOS version
         assert ForkingPickler._extra_reducers[torch.Tensor] is reducer  # sharing
         assert fit.SOURCES == sources  # fit
+        deepspeed = "deepspeed.accelerator.cuda_accelerator"  # deepspeed_gpu: its CUDA accelerator, now or on import
+        assert not any(getattr(hook, "name", None) == deepspeed for hook in sys.meta_path)
+        assert all(name != "get_op_builder" for _, name in replaced)
     finally:
         patcher.restore()
 
