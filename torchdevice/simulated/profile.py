@@ -44,6 +44,9 @@ class Profile:
     """Every allocation is counted rounded up to a multiple of it, where memory is not CUDA's caching allocator's."""
     segment: int = 1
     """The allocator reserves memory by segments of this many bytes, likewise."""
+    refuses_fork: bool = False
+    """Whether a process forked after its parent used the device cannot use it (CUDA's ``Cannot re-initialize CUDA
+    in forked subprocess``, at its first allocation)."""
     aliases: tuple[str, ...] = ()
     """Device types the runtime translates to the device as it translates ``cuda`` (``mps``, which libraries pick
     themselves on a Mac)."""
@@ -135,7 +138,7 @@ def nvidia(devices: int = 1, gpu: Gpu | None = None) -> Profile:
 
     return Profile(SIMULATED_CUDA, "cuda", "CUDA", devices, gpu or gpus.choose(), indexed=True,
                    missing_overloads=MISSING_ON_CUDA, limited=determinism.alerting(), alerts=True, sparse=None,
-                   compressed=SPARSE_CSR_ON_CUDA, cuda_kernels=True,
+                   compressed=SPARSE_CSR_ON_CUDA, cuda_kernels=True, refuses_fork=True,
                    features=("fit", "sharing", "memory_tools", "parallel", "libraries", "deepspeed_gpu"))
 
 
