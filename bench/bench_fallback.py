@@ -19,6 +19,7 @@ from bench.timing import per_call
 from torchdevice.fallback import Engine
 from torchdevice.fallback.cache import CapabilityCache
 from torchdevice.simulated.kernels import SimulatedKernels
+from torchdevice.simulated.profile import chosen
 
 MB = 2**20
 ROUNDS = 3
@@ -30,7 +31,7 @@ def _engine_run(op: str, name: str, shims: dict[str, Callable[..., Any]], call: 
     missing there (``check``: the result it must give, within float32 tolerances)."""
     from torchdevice.fallback.mlx_bridge import MlxUnsupported
 
-    with SimulatedKernels(missing={op}, table_missing={name}) as target:
+    with SimulatedKernels(chosen(missing={op}, table_missing={name})) as target:
         engine = Engine(target, CapabilityCache(target.name, None), shims=shims, unsupported=(MlxUnsupported,))
         library = engine.install()
         try:
@@ -98,7 +99,7 @@ def decision_overhead() -> Iterator[dict[str, Any]]:
     for _ in range(ROUNDS):
         best_engine = min(best_engine, _engine_run("cumsum", "aten::cumsum", {}, lambda t: torch.cumsum(t, 0), (x,),
                                                    number=20_000))
-        with SimulatedKernels() as target:
+        with SimulatedKernels(chosen()) as target:
             on_device = x.to(target.device)
             best_direct = min(best_direct, per_call(lambda t=on_device: torch.cumsum(t, 0), number=20_000, repeat=3))
     yield {"name": "cached fallback decision, cumsum of 16 floats", "engine_s": best_engine,
@@ -138,7 +139,7 @@ def install() -> Iterator[dict[str, Any]]:
     from torchdevice_generated.fallback_table import MISSING_ON_MPS as missing
     best = float("inf")
     for _ in range(ROUNDS):
-        with SimulatedKernels(table_missing=missing) as target:
+        with SimulatedKernels(chosen(table_missing=missing)) as target:
             engine = Engine(target, CapabilityCache(target.name, None))
             start = time.perf_counter()
             library = engine.install()
@@ -257,7 +258,7 @@ def limit_guards() -> Iterator[dict[str, Any]]:
              "masked_fill_": lambda: x.masked_fill_(mask, 0.0)}
     plain = {name: float("inf") for name in cases}
     guarded = dict(plain)
-    with SimulatedKernels() as target:
+    with SimulatedKernels(chosen()) as target:
         for _ in range(ROUNDS):
             for name, call in cases.items():
                 plain[name] = min(plain[name], per_call(call, number=20_000, repeat=3, timer=time.process_time))

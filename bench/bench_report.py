@@ -33,6 +33,7 @@ from torchdevice.fallback.cache import CapabilityCache
 from torchdevice.reporting import counts as report
 from torchdevice.reporting import page, program
 from torchdevice.simulated.kernels import SimulatedKernels
+from torchdevice.simulated.profile import chosen
 
 PROGRAM = """\
 import subprocess, sys, torch
@@ -44,7 +45,7 @@ ENV = {k: v for k, v in os.environ.items() if not k.startswith("TORCHDEVICE_")}
 
 
 def accounting() -> Iterator[dict[str, Any]]:
-    with SimulatedKernels(missing={"cummax"}, table_missing={"aten::cummax"}) as target:
+    with SimulatedKernels(chosen(missing={"cummax"}, table_missing={"aten::cummax"})) as target:
         library = Engine(target, CapabilityCache(target.name, None)).install()
         x = torch.randn(8, device=target.device)
         try:

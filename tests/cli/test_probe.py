@@ -12,7 +12,8 @@ import torch
 from torchdevice.cli import catalog, main, probe
 from torchdevice.device import limits, probes
 from torchdevice.records import CatalogRow
-from torchdevice.simulated.kernels import EVERY_OP, SimulatedKernels
+from torchdevice.simulated.kernels import SimulatedKernels
+from torchdevice.simulated.profile import NO_FLOAT64, chosen
 
 MISSING = ("aten::_adaptive_avg_pool3d", "aten::cummax")
 
@@ -20,8 +21,8 @@ MISSING = ("aten::_adaptive_avg_pool3d", "aten::cummax")
 def Mac(macos: tuple[int, int] = (14, 0), overloads: tuple[str, ...] | None = None,
         missing: tuple[str, ...] = ()) -> SimulatedKernels:
     """The simulated Mac refusing the limits of ``overloads`` (default: all) and missing the kernels of ``missing``."""
-    return SimulatedKernels(limited=limits.limited() if overloads is None else overloads, macos=macos,
-                        missing_overloads=missing, no_float64=EVERY_OP)
+    return SimulatedKernels(chosen(limited=limits.limited() if overloads is None else overloads, macos=macos,
+                                   missing_overloads=missing, no_float64=NO_FLOAT64, hosted=True))
 
 
 def by_subject(outcomes: list[probes.Outcome]) -> dict[str, probes.Outcome]:

@@ -21,7 +21,8 @@ from torchdevice.fallback.cache import ANY, CapabilityCache
 from torchdevice.fallback.mlx_bridge import MlxUnsupported
 from torchdevice.patching import Patcher
 from torchdevice.records import dispatcher_name
-from torchdevice.simulated.kernels import NAME, SimulatedKernels
+from torchdevice.simulated.kernels import SimulatedKernels
+from torchdevice.simulated.profile import CHOSEN, chosen
 
 TORCH_DIR = torch.__file__.rpartition("/")[0]
 
@@ -30,7 +31,7 @@ def test_missing_op_runs_on_cpu_without_trying_the_target(fallbacks):
     from torchdevice_generated.fallback_table import MLX_ROUTES
 
     assert "aten::cummax" not in MLX_ROUTES  # no MLX route: the CPU runs it
-    sim = SimulatedKernels(missing={"cummax"}, table_missing={"aten::cummax"})
+    sim = SimulatedKernels(chosen(missing={"cummax"}, table_missing={"aten::cummax"}))
     x = torch.randn(6)
     with activated(sim) as target:
         d = on(target, x)
@@ -47,7 +48,7 @@ def test_missing_op_with_verified_mlx_mapping_runs_on_mlx(fallbacks):
     from torchdevice_generated.fallback_table import MLX_ROUTES
 
     assert "aten::cumsum" in MLX_ROUTES
-    sim = SimulatedKernels(missing={"cumsum"}, table_missing={"aten::cumsum"})
+    sim = SimulatedKernels(chosen(missing={"cumsum"}, table_missing={"aten::cumsum"}))
     x = torch.randn(6)
     with activated(sim) as target:
         d = on(target, x)
@@ -59,7 +60,7 @@ def test_missing_op_with_verified_mlx_mapping_runs_on_mlx(fallbacks):
 
 
 def test_failure_learned_once_then_not_retried(fallbacks, cache_dir):
-    sim = SimulatedKernels(no_float64={"erfinv"}, try_first={"aten::erfinv"})
+    sim = SimulatedKernels(chosen(float64_ops={"erfinv"}, try_first={"aten::erfinv"}))
     x = torch.rand(5, dtype=torch.float64)
     with activated(sim) as target:
         d = on(target, x)  # this table refuses float64 in erfinv alone: the device holds it
@@ -72,15 +73,15 @@ def test_failure_learned_once_then_not_retried(fallbacks, cache_dir):
     torch.testing.assert_close(second, torch.erfinv(x))
     torch.testing.assert_close(single, torch.erfinv(x.float()))
     assert fallbacks["aten::erfinv", "cpu"] == 2
-    assert CapabilityCache.open(NAME).learned() == {"aten::erfinv": {"float64": "dtype"}}
+    assert CapabilityCache.open(CHOSEN).learned() == {"aten::erfinv": {"float64": "dtype"}}
 
 
 def test_learned_verdict_persists_for_the_next_activation(fallbacks):
     x = torch.rand(5, dtype=torch.float64)
-    with activated(SimulatedKernels(no_float64={"erfinv"}, try_first={"aten::erfinv"})) as target:
+    with activated(SimulatedKernels(chosen(float64_ops={"erfinv"}, try_first={"aten::erfinv"}))) as target:
         torch.erfinv(on(target, x))
     # a later run whose table does not name erfinv: the persisted verdict registers and routes it
-    later = SimulatedKernels(no_float64={"erfinv"})
+    later = SimulatedKernels(chosen(float64_ops={"erfinv"}))
     expected = torch.erfinv(x)
     with activated(later) as target:
         assert registered("aten::erfinv")
@@ -90,7 +91,7 @@ def test_learned_verdict_persists_for_the_next_activation(fallbacks):
 
 
 def test_missing_kernel_learned_for_every_dtype():
-    sim = SimulatedKernels(missing={"erfinv"}, try_first={"aten::erfinv"})
+    sim = SimulatedKernels(chosen(missing={"erfinv"}, try_first={"aten::erfinv"}))
     with activated(sim) as target:
         for dtype in (torch.float32, torch.float64, torch.float16):
             torch.erfinv(on(target, torch.rand(3, dtype=dtype)))
@@ -99,7 +100,7 @@ def test_missing_kernel_learned_for_every_dtype():
 
 
 def test_verified_mlx_shim_runs_a_missing_op(fallbacks):
-    sim = SimulatedKernels(missing={"exp"}, table_missing={"aten::exp"})
+    sim = SimulatedKernels(chosen(missing={"exp"}, table_missing={"aten::exp"}))
     x = torch.randn(8)
     with engine(sim, {"aten::exp": SHIMS["exp"]}) as e:
         d = on(e.target, x)
@@ -112,7 +113,7 @@ def test_verified_mlx_shim_runs_a_missing_op(fallbacks):
 
 
 def test_prefer_mlx_sends_supported_ops_to_mlx(fallbacks):
-    sim = SimulatedKernels(no_float64={"add"})  # add works on the target; attempts are counted
+    sim = SimulatedKernels(chosen(float64_ops={"add"}))  # add works on the target; attempts are counted
     a, b = torch.randn(4), torch.randn(4)
     with engine(sim, {"aten::add.Tensor": SHIMS["add"]}, prefer_mlx=True) as e:
         da, db = on(e.target, (a, b))
@@ -125,7 +126,7 @@ def test_prefer_mlx_sends_supported_ops_to_mlx(fallbacks):
 
 
 def test_inplace_through_mlx_keeps_the_callers_tensor(fallbacks):
-    sim = SimulatedKernels(missing={"add_"}, table_missing={"aten::add_.Tensor"})
+    sim = SimulatedKernels(chosen(missing={"add_"}, table_missing={"aten::add_.Tensor"}))
     x, other = torch.randn(5), torch.randn(5)
     expected = x + other
     with engine(sim, {"aten::add_.Tensor": SHIMS["add"]}) as e:
@@ -155,7 +156,7 @@ def test_result_types_are_kept():
         }
 
     expected = program()
-    sim = SimulatedKernels(missing=ops, table_missing=table)
+    sim = SimulatedKernels(chosen(missing=ops, table_missing=table))
     with activated(sim) as target:
         x, seqs = on(target, (x, seqs))  # the lengths of a packed sequence stay a host tensor on every device
         got = program()
@@ -181,7 +182,7 @@ def test_inplace_and_out_update_the_callers_tensors(fallbacks, mode):
     inputs = (x, idx, src, torch.randn(3), torch.randn(3), torch.empty(0))
     expected = program(*(t.clone() for t in inputs))
     table = {"aten::cumsum_", "aten::cumsum.out", "aten::index_add_", "aten::_foreach_add_.Scalar"}
-    sim = SimulatedKernels(missing={"cumsum_", "cumsum", "index_add_", "_foreach_add_"}, table_missing=table)
+    sim = SimulatedKernels(chosen(missing={"cumsum_", "cumsum", "index_add_", "_foreach_add_"}, table_missing=table))
     with activated(sim) as target:
         got = program(*on(target, inputs))
         got = (host(got[0]), got[1])
@@ -198,7 +199,7 @@ def test_gradients_flow_back_through_the_cpu_route():
     x = torch.randn(3, 5)
     w_native = torch.randn(3, 5, requires_grad=True)
     loss(w_native, x).backward()
-    sim = SimulatedKernels(missing={"cumsum", "sort"}, table_missing={"aten::cumsum", "aten::sort"})
+    sim = SimulatedKernels(chosen(missing={"cumsum", "sort"}, table_missing={"aten::cumsum", "aten::sort"}))
     with activated(sim) as target:
         w = on(target, w_native.detach()).requires_grad_()
         loss(w, on(target, x)).backward()
@@ -206,7 +207,7 @@ def test_gradients_flow_back_through_the_cpu_route():
 
 
 def test_user_error_of_the_target_propagates_unchanged(fallbacks):
-    sim = SimulatedKernels(no_float64={"index_select"}, try_first={"aten::index_select"})
+    sim = SimulatedKernels(chosen(float64_ops={"index_select"}, try_first={"aten::index_select"}))
     with activated(sim) as target, pytest.raises(RuntimeError, match="Expected dtype int32 or int64") as info:
         torch.index_select(on(target, torch.randn(3)), 0, on(target, torch.tensor([0.0])))
     assert sim.attempts["index_select"] == 1
@@ -218,7 +219,7 @@ def test_user_error_of_the_target_propagates_unchanged(fallbacks):
 
 
 def test_user_error_on_the_cpu_route_is_torchs_own():
-    sim = SimulatedKernels(missing={"cumsum"}, table_missing={"aten::cumsum"})
+    sim = SimulatedKernels(chosen(missing={"cumsum"}, table_missing={"aten::cumsum"}))
     with pytest.raises(IndexError) as native:
         torch.cumsum(torch.ones(2), 3)
     with activated(sim) as target, pytest.raises(IndexError) as routed:
@@ -230,7 +231,7 @@ def test_user_error_on_the_cpu_route_is_torchs_own():
 def test_supported_ops_are_not_touched():
     attributes = {name: getattr(torch, name) for name in ("add", "cumsum", "sort")}
     methods = {name: vars(torch.Tensor).get(name) for name in ("add", "cumsum", "__add__")}
-    sim = SimulatedKernels(missing={"cumsum"}, table_missing={"aten::cumsum"})
+    sim = SimulatedKernels(chosen(missing={"cumsum"}, table_missing={"aten::cumsum"}))
     with sim as target:
         patcher = Patcher()
         activate(patcher, target, {})

@@ -22,7 +22,8 @@ from torchdevice.device.target import Target
 from torchdevice.fallback import Engine
 from torchdevice.fallback import engine as engine_module
 from torchdevice.fallback.cache import CapabilityCache
-from torchdevice.simulated.kernels import EVERY_OP, SimulatedKernels
+from torchdevice.simulated.kernels import SimulatedKernels
+from torchdevice.simulated.profile import NO_FLOAT64, chosen
 
 CPU = torch.device("cpu")
 MAC_14 = (14, 0)
@@ -30,7 +31,7 @@ MAC_14 = (14, 0)
 
 def Mac(macos: tuple[int, int] = MAC_14, **refusing: Any) -> SimulatedKernels:
     """The simulated Mac refusing every limit of the table on macOS ``macos`` (and what ``refusing`` adds)."""
-    return SimulatedKernels(limited=limits.limited(), macos=macos, **refusing)
+    return SimulatedKernels(chosen(limited=limits.limited(), macos=macos, **refusing))
 
 
 @contextlib.contextmanager
@@ -142,7 +143,7 @@ def test_everyday_calls_under_limits_give_the_cpus_results(fallbacks):
         "conv_transpose_3d": lambda x, a, conv, volume: conv(volume),
     }
     expected = {name: program(x, a, conv, volume) for name, program in programs.items()}
-    with completed(Mac(no_float64=EVERY_OP)) as target:
+    with completed(Mac(no_float64=NO_FLOAT64, hosted=True)) as target:
         inputs = [there(v, target.device) for v in (x, a, conv, volume)]
         got = {name: there(program(*inputs), CPU) for name, program in programs.items()}
         torch.manual_seed(1)
@@ -172,7 +173,7 @@ def test_gradients_flow_through_limited_composites_and_kernels(fallbacks):
 
     expected = step(lstm, inputs, w)
     lstm.zero_grad()
-    with completed(Mac(no_float64=EVERY_OP)) as target:
+    with completed(Mac(no_float64=NO_FLOAT64, hosted=True)) as target:
         on_device = w.detach().to(target.device).requires_grad_()
         got = step(lstm.to(target.device), inputs.to(target.device), on_device)
         got = tuple(g.cpu() for g in got)
@@ -183,7 +184,7 @@ def test_gradients_flow_through_limited_composites_and_kernels(fallbacks):
 
 def test_float64_asked_of_float32_device_tensors_comes_back_hosted(fallbacks):
     x = torch.randn(2, 3)
-    with completed(Mac(no_float64=EVERY_OP)) as target:
+    with completed(Mac(no_float64=NO_FLOAT64, hosted=True)) as target:
         on_device = x.to(target.device)
         total = on_device.sum(dtype=torch.float64)
         probabilities = torch.softmax(on_device, 1, dtype=torch.float64)

@@ -9,6 +9,7 @@ from torch import nn
 
 import torchdevice
 from torchdevice.simulated.kernels import SimulatedKernels
+from torchdevice.simulated.profile import chosen
 
 MISSING = {"gelu", "gelu_backward", "nll_loss_forward", "nll_loss_backward", "cumsum", "topk"}
 TABLE = {"aten::gelu", "aten::gelu_backward", "aten::nll_loss_forward", "aten::nll_loss_backward",
@@ -58,7 +59,7 @@ def test_cuda_program_runs_with_native_results(fallbacks):
 
     with torchdevice.installed("cpu"):
         native = train()
-    sim = SimulatedKernels(missing=MISSING, no_float64={"mean"}, table_missing=TABLE, try_first={"aten::mean"})
+    sim = SimulatedKernels(chosen(missing=MISSING, float64_ops={"mean"}, table_missing=TABLE, try_first={"aten::mean"}))
     with simulating(sim), torchdevice.installed("mps-sim"):
         completed = train()
     assert_same_training(completed, native)

@@ -11,6 +11,7 @@ from fallback_support import activated, host, on
 from torchdevice.reporting import counts as report
 from torchdevice.reporting import program as program_report
 from torchdevice.simulated.kernels import SimulatedKernels
+from torchdevice.simulated.profile import chosen
 
 
 @pytest.fixture(autouse=True)
@@ -26,8 +27,8 @@ def row(op: str, route: str) -> dict:
 
 
 def test_missing_kernel_and_unsupported_dtype_are_counted_timed_and_explained():
-    sim = SimulatedKernels(missing={"cummax"}, table_missing={"aten::cummax"}, no_float64={"erfinv"},
-                       try_first={"aten::erfinv"})
+    sim = SimulatedKernels(chosen(missing={"cummax"}, table_missing={"aten::cummax"}, float64_ops={"erfinv"},
+                       try_first={"aten::erfinv"}))
     x, d = torch.randn(50), torch.rand(5, dtype=torch.float64)
     with activated(sim) as target:
         maxima = host([torch.cummax(on(target, x), 0) for _ in range(3)])

@@ -17,7 +17,8 @@ from fallback_support import Fallbacks
 from mac_runs import on_both
 
 from torchdevice.device.hosted import HostedTensor
-from torchdevice.simulated.kernels import NO_FLOAT64, SimulatedKernels
+from torchdevice.simulated.kernels import SimulatedKernels
+from torchdevice.simulated.profile import CHOSEN, NO_FLOAT64, mac
 
 
 def test_float64_asked_of_float32_device_tensors_is_computed_as_cuda_computes_it(mac):
@@ -44,7 +45,8 @@ def test_float64_asked_of_float32_device_tensors_is_computed_as_cuda_computes_it
 
 def test_float64_asked_of_float32_device_tensors_is_refused_on_the_simulated_mac_as_on_a_mac():
     """Without the runtime's handling the simulated device raises what MPS raises."""
-    with SimulatedKernels.apple() as target, pytest.raises(TypeError, match=NO_FLOAT64.split(" as ")[0]):
+    with SimulatedKernels(mac(CHOSEN), keep_raised=False, in_cpp=True) as target, \
+            pytest.raises(TypeError, match=NO_FLOAT64.split(" as ")[0]):
         torch.ones(2, device=target.device).sum(dtype=torch.float64)
 
 

@@ -11,7 +11,8 @@ from torchdevice_generated.fallback_table import MISSING_ON_MPS
 import torchdevice
 from torchdevice.device import limits
 from torchdevice.device.aten import overload
-from torchdevice.simulated.kernels import NO_FLOAT64, SimulatedKernels
+from torchdevice.simulated.kernels import SimulatedKernels
+from torchdevice.simulated.profile import CHOSEN, NO_FLOAT64, mac
 
 MISSING_KERNEL = next(limit for limit in limits.generic() if limit.name == "missing_kernel")
 
@@ -90,7 +91,7 @@ def test_modules_and_gradients_live_on_the_device(mac):
 def test_every_overload_of_the_table_raises_mps_error():
     """The simulated device lacks every overload the generated table lists (the installed release's), with MPS's own
     message."""
-    sim = SimulatedKernels.apple()
+    sim = SimulatedKernels(mac(CHOSEN), keep_raised=False, in_cpp=True)
     checked = 0
     for name in MISSING_ON_MPS:
         op = overload(name)
@@ -104,7 +105,7 @@ def test_every_overload_of_the_table_raises_mps_error():
 
 
 def test_simulated_kernels_refuse_float64_as_mps():
-    with SimulatedKernels.apple() as target:
+    with SimulatedKernels(mac(CHOSEN), keep_raised=False, in_cpp=True) as target:
         with pytest.raises(TypeError) as caught:
             torch.ones(2, dtype=torch.float64, device=target.device)  # MPS's allocation refuses it
         assert str(caught.value) == NO_FLOAT64

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch.utils import _pytree as pytree
 
+from torchdevice import simulated
 from torchdevice.device.target import Target
 from torchdevice.fallback import Engine, activate
 from torchdevice.fallback import engine as engine_module
@@ -70,13 +71,13 @@ def host(value: Any) -> Any:
 
 @contextlib.contextmanager
 def simulating(sim: SimulatedKernels) -> Iterator[None]:
-    """``torchdevice.installed("mps-sim")`` simulates ``sim``'s table instead of Apple silicon's."""
-    apple = SimulatedKernels.apple
-    SimulatedKernels.apple = classmethod(lambda cls, name=sim.name: sim)  # type: ignore[method-assign, assignment]
+    """``torchdevice.installed("mps-sim")`` simulates ``sim`` (its profile, its knobs) instead of Apple silicon."""
+    built = simulated.SimulatedKernels
+    simulated.SimulatedKernels = lambda profile, **knobs: sim  # type: ignore[assignment, misc]
     try:
         yield
     finally:
-        SimulatedKernels.apple = apple  # type: ignore[method-assign]
+        simulated.SimulatedKernels = built  # type: ignore[misc]
 
 
 def registered(name: str, key: str = "PrivateUse1") -> bool:

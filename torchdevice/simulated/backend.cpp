@@ -80,11 +80,12 @@ void raise_peak(std::atomic<int64_t>& peak, int64_t value) {
 }
 
 // A process forked after its parent used the GPU cannot use it: CUDA refuses it at the child's first use of the
-// device, here its first allocation on it.
+// device, here its first allocation on it (where the devices refuse forks: `configure`).
+bool refuses_fork = false;
 bool bad_fork = false;
 
 void forked_child() {
-  bad_fork = shown_type == "cuda" &&
+  bad_fork = refuses_fork &&
              (std::any_of(memory.begin(), memory.end(), [](const Memory& m) { return m.allocations.load() > 0; }) ||
               std::any_of(gpus.begin(), gpus.end(), [](const cuda_caching::Device& d) { return d.num_device_alloc > 0; }));
 }
@@ -796,14 +797,15 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride, c10::Sc
 
 // What the devices are: how many, what the program calls them, how their memory is counted (`gpu`: by CUDA's
 // caching allocator, each holding its capacity in bytes; else blocks rounded up to `granularity` bytes, reserved by
-// `segment`s).
-void configure(int64_t devices, std::string shown, int64_t block, int64_t reserve, bool gpu,
+// `segment`s), whether a process forked after its parent used them is refused them (`fork_refused`).
+void configure(int64_t devices, std::string shown, int64_t block, int64_t reserve, bool gpu, bool fork_refused,
                c10::List<int64_t> capacities) {
   TORCH_CHECK(hooks != nullptr, "torchdevice: register the simulated backend first");
   TORCH_CHECK(devices >= 1 && devices <= static_cast<int64_t>(hooks->generators.size()), "torchdevice: ", devices,
               " simulated devices; at most ", hooks->generators.size());
   hooks->devices = static_cast<c10::DeviceIndex>(devices);
   shown_type = std::move(shown);
+  refuses_fork = fork_refused;
   granularity = std::max<int64_t>(block, 1);
   segment = std::max<int64_t>(reserve, 1);
   std::lock_guard<std::mutex> lock(memory_mutex);
@@ -983,7 +985,8 @@ extern "C" void torchdevice_sim_detach_oom_observers() {
 
 TORCH_LIBRARY(torchdevice_sim, m) {
   m.def("register_backend(Generator?[] generators) -> ()", &register_backend);
-  m.def("configure(int devices, str shown, int block, int reserve, bool gpu, int[] capacities) -> ()", &configure);
+  m.def("configure(int devices, str shown, int block, int reserve, bool gpu, bool fork_refused, int[] capacities) -> ()",
+        &configure);
   m.def("configure_caching(int max_split, int max_non_split_rounding, int large_segment, int[] divisions, float gc, "
         "str error) -> ()",
         &configure_caching);

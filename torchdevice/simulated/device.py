@@ -71,7 +71,7 @@ def register() -> torch.device:
 def configure(profile: Profile) -> None:
     """Give the registered backend ``profile``'s devices: their number, name and memory."""
     _ops.configure(profile.devices, profile.type, profile.block, profile.segment, profile.gpu is not None,
-                   [profile.capacity] * profile.devices)
+                   profile.refuses_fork, [profile.capacity] * profile.devices)
     if profile.gpu is not None:
         use_settings(alloc_conf.settings(), profile.devices)
     select(0)

@@ -1,26 +1,26 @@
-"""MPS's kernels, simulated on the simulated Mac's device (:mod:`.device`): they compute on the host, and refuse what
-MPS refuses.
+"""The simulated device's kernels (:mod:`.device`): they compute on the host, and refuse what its profile
+(:mod:`.profile`) refuses.
 
 Every aten call that reaches the device's dispatch key (``PrivateUse1``) runs a kernel registered here, as every
-call reaching ``MPS`` on a Mac runs one of MPS's: the ops MPS has no kernel for raise MPS's missing-kernel
-``NotImplementedError``, calls with float64 (or complex128) raise MPS's ``TypeError`` where MPS refuses them, calls
-under one of MPS's limits (:mod:`torchdevice.device.limits`, on the simulated macOS version) raise that limit's
-exception, a device tensor mixed with a host tensor that is not a scalar raises MPS's placement error; everything else
+call reaching ``MPS`` on a Mac runs one of MPS's: the ops the device has no kernel for raise its missing-kernel
+``NotImplementedError`` (MPS's, or the dispatcher's), calls with float64 (or complex128) raise its ``TypeError``
+where it refuses them, calls under one of MPS's limits (:mod:`torchdevice.device.limits`, on the simulated macOS
+version) raise that limit's exception, those under one of CUDA's determinism alerts that alert's, a device tensor
+mixed with a host tensor that is not a scalar raises the placement error; everything else
 computes on host tensors over the device tensors' memory (:mod:`torchdevice.device.host_call`, the way
 :class:`_Aliased`) and returns device tensors, so results, in-place writes,
 ``out=`` arguments and views are exactly what the same call makes on the CPU. Sparse COO tensors of the device
-(``SparsePrivateUse1``, a Mac's ``SparseMPS``) run the kernels MPS has a sparse kernel of, as the CPU computes
-them, and raise the dispatcher's error for the others; a GPU's sparse compressed tensors (CSR, CSC, BSR, BSC:
-``SparseCsrPrivateUse1``, ``SparseCsrCUDA``) likewise run the overloads CUDA has a kernel of. A few kernels are the
+(``SparsePrivateUse1``, a Mac's ``SparseMPS``) run the kernels it has a sparse kernel of, as the CPU computes
+them, and raise the dispatcher's error for the others; sparse compressed tensors (CSR, CSC, BSR, BSC:
+``SparseCsrPrivateUse1``, a GPU's ``SparseCsrCUDA``) likewise. A few kernels are the
 device's rather than an op's: allocation, copies, resizing and the views that torch's own code makes for any device
 (``as_strided``, ``view``...: the CPU's kernels, which share the device tensor's storage).
 
 The fallback engine registers its kernels on the same key for the overloads it completes, as it does on a Mac
 under ``MPS``: it cannot tell the two apart.
 
-:class:`SimulatedKernels` says what the device refuses: Apple silicon's table with :meth:`SimulatedKernels.apple` (the
-``mps-sim`` target), or chosen ops (tests and benchmarks); ``attempts`` counts the calls each chosen op got and
-``raised`` keeps what the kernels raised.
+:class:`SimulatedKernels` registers the kernels of a profile; ``attempts`` counts the calls each of its chosen ops
+(``missing``, ``float64_ops``) got and ``raised`` keeps what the kernels raised.
 """
 
 from __future__ import annotations
@@ -54,26 +54,17 @@ from torchdevice.simulated import cuda_only
 from torchdevice.simulated import device as simulated_device
 from torchdevice.simulated import profile as profile_module
 from torchdevice.simulated.device import GENERATORS, allocate, current, device_tensor, host_alias, host_bytes
-from torchdevice.simulated.profile import MAC, Profile, active
+from torchdevice.simulated.profile import NO_FLOAT64, Profile, active
 
-_GENERIC = {limit.name: limit.row for limit in limits.generic()}
-NO_FLOAT64 = "".join(_GENERIC["float64_tensor"].message)
-"""What MPS raises for a float64 tensor (the limits table's generic row)."""
+_MISSING_KERNEL = next(limit.row for limit in limits.generic() if limit.name == "missing_kernel")
 MISSING = (
     "Could not run '{op}' with arguments from the '{backend}' backend. This could be because the operator doesn't "
     "exist for this backend, or was omitted during the selective/custom build process (if using custom build). If "
     "you are a Facebook employee using PyTorch on mobile, please visit https://fburl.com/ptmfixes for possible "
     "resolutions."
 )
-"""What the dispatcher raises for an op the backend has no kernel for."""
-SPARSE_MISSING = MISSING.replace("{backend}", "SparseMPS")
-"""... for a sparse tensor's op that MPS has no sparse kernel for."""
-COMPRESSED_MISSING = MISSING.replace("{backend}", "SparseCsrCUDA")
-"""... for a sparse compressed tensor's op that CUDA has no kernel for."""
-NAME = "simulated-mps"
-"""The name of a chosen table's verdicts in the capability cache (Apple silicon's: ``mps-sim``)."""
-EVERY_OP = "*"
-"""``no_float64=EVERY_OP``: every op refuses float64, as on MPS."""
+"""What the dispatcher raises for an op the backend has no kernel for (a sparse tensor's: ``SparseMPS``,
+``SparseCsrCUDA``)."""
 
 _aten = torch.ops.aten
 _VIEWS = (_aten.as_strided.default, _aten.view.default, _aten._reshape_alias.default, _aten.unfold.default,
@@ -99,8 +90,8 @@ _OVERRIDABLE = {"convolution_overrideable": _aten.convolution.default,
 the CPU's equivalent computes them."""
 _CUDA_BRANCHES = (_aten.conj_physical_.default, _aten.mode.values)
 """Composite kernels with a branch for CUDA that no ``PrivateUse1`` backend has (``conj_physical_`` calls CUDA's
-DispatchStub, ``mode``'s ``out=`` runs on the CPU, CUDA and XPU only): a GPU computes them as the CPU does (a Mac
-refuses them, as its limits table says)."""
+DispatchStub, ``mode``'s ``out=`` runs on the CPU, CUDA and XPU only): a device with :attr:`.Profile.cuda_kernels`
+computes them as the CPU does (a Mac refuses them, as its limits table says)."""
 _WHOLE = tuple(getattr(getattr(_aten, op), overload) for op in ("lstm", "gru", "rnn_tanh", "rnn_relu")
                for overload in ("input", "data"))
 """Recurrent layers, which a Mac runs as one MPS kernel (``_lstm_mps``) or decomposed into MPS's matrix products,
@@ -115,90 +106,44 @@ def uses_float64(args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
 
 
 class SimulatedKernels:
-    """What the simulated device refuses: ``missing`` op names (any overload) or ``missing_overloads`` (aten
-    overload names); float64 in ``no_float64`` ops (``EVERY_OP``: all, as MPS); the limits of the ``limited``
-    overloads (dispatcher names) on macOS ``macos`` (default: :func:`torchdevice.device.limits.macos`); the ops of
-    sparse COO tensors but the ``sparse`` overloads (those MPS has a sparse kernel of); the ``compressed`` overloads
-    of sparse compressed tensors (a GPU's; None: a Mac's, which holds none). ``table_missing``/
-    ``try_first`` become the target's kernel table. ``with SimulatedKernels(...) as target:`` registers the kernels for
-    a block."""
+    """The kernels of a device that refuses what ``profile`` says. ``keep_raised``: keep what the kernels raise
+    (:attr:`raised`); ``in_cpp``: the compiled backend's kernel computes what it can (:meth:`_in_cpp`), where else
+    every call runs through :meth:`_kernel` (counted in :attr:`attempts`). ``with SimulatedKernels(...) as target:``
+    registers the kernels for a block."""
 
-    def __init__(self, *, missing: Iterable[str] = (), no_float64: Iterable[str] = (),
-                 table_missing: Iterable[str] = (), try_first: Iterable[str] = (),
-                 missing_overloads: Iterable[str] = (), composed: Iterable[str] = (), limited: Iterable[str] = (),
-                 macos: tuple[int, int] | None = None, sparse: Iterable[str] | None = (),
-                 compressed: Iterable[str] | None = None, name: str = NAME,
-                 keep_raised: bool = True, in_cpp: bool = False, profile: Profile = MAC,
-                 alerts: bool = False) -> None:
+    def __init__(self, profile: Profile, *, keep_raised: bool = True, in_cpp: bool = False) -> None:
         self.profile = profile
-        self.alerts = alerts
-        """Whether the ``limited`` overloads are checked for CUDA's determinism alerts rather than MPS's limits."""
-        self.missing = frozenset(missing)
-        self.sparse = None if sparse is None else frozenset(sparse)
-        """The overloads with a sparse COO kernel; None: every one the CPU has (a GPU's)."""
-        self.compressed = None if compressed is None else frozenset(compressed)
-        """The overloads with a sparse compressed kernel; None: no sparse compressed tensors on the device."""
-        self.missing_overloads = frozenset(missing_overloads)
-        self.composed = frozenset(composed)
-        self.limited = tuple(limited)
-        self.macos = limits.macos() if macos is None else macos
-        self.no_float64 = no_float64 if no_float64 == EVERY_OP else frozenset(no_float64)
-        self.table = (frozenset(table_missing), frozenset(try_first))
-        self.name = name
         self.attempts: Counter[str] = Counter()
         self.raised: list[BaseException] = []
         """What the kernels raised (tests'; a kept exception keeps its traceback's tensors alive)."""
         self.keep_raised = keep_raised
         self.in_cpp = in_cpp
-        """Whether the compiled backend's kernel computes what it can (:meth:`_in_cpp`)."""
         self.kernels: dict[tuple[str, str], Kernel] = {}
         """The Python kernels registered (:func:`torchdevice.device.aten.kernel_below`)."""
         self._stack = contextlib.ExitStack()
 
-    @classmethod
-    def apple(cls, name: str = NAME) -> SimulatedKernels:
-        """Apple silicon with the torch this package was built for: every overload of the generated kernel table
-        missing, float64 refused by every op, every limit of the limits table, sparse kernels where MPS has them."""
-        from torchdevice_generated.fallback_table import COMPOSED_ON_MPS, MISSING_ON_MPS, SPARSE_ON_MPS, TRY_ON_MPS
-
-        return cls(missing_overloads=MISSING_ON_MPS, no_float64=EVERY_OP, table_missing=MISSING_ON_MPS,
-                   try_first=TRY_ON_MPS, composed=COMPOSED_ON_MPS, limited=limits.limited(), sparse=SPARSE_ON_MPS,
-                   name=name, keep_raised=False, in_cpp=True)
-
-    @classmethod
-    def nvidia(cls, profile: Profile) -> SimulatedKernels:
-        """An NVIDIA GPU (``profile``) with the torch this package was built for: the overloads CUDA has no kernel
-        for missing, CUDA's determinism alerts; every dtype, the CPU's sparse COO kernels, and its sparse compressed
-        ones where CUDA has them (``SparseCsrCUDA``). Nothing for the fallback engine to complete: what a GPU
-        refuses, the program gets."""
-        from torchdevice_generated.cuda_kernels_table import MISSING_ON_CUDA, SPARSE_CSR_ON_CUDA
-
-        return cls(missing_overloads=MISSING_ON_CUDA, sparse=None, compressed=SPARSE_CSR_ON_CUDA,
-                   limited=determinism.alerting(), name=profile.target, keep_raised=False, in_cpp=True,
-                   profile=profile, alerts=True)
-
     def target(self) -> Target:
         """The target the runtime and the fallback engine complete (the device registered: :func:`.device.register`)."""
         device = simulated_device.register()
-        shown = self.profile.shown(0)
-        hosting = Hosting(shown, device) if self.no_float64 == EVERY_OP else None
-        return Target(self.name, device, "PrivateUse1", self.profile.backend, *self.table, hosting, shown=shown,
-                      aliases=(self.profile.type,) if self.profile.type != "cuda" else (),
-                      gpu=self.profile.gpu, own=simulated_device.OWN if self.profile.type == "cuda" else None,
-                      kernels=self.kernels)
+        p = self.profile
+        shown = p.shown(0)
+        return Target(p.target, device, "PrivateUse1", p.backend, p.table_missing, p.try_first,
+                      Hosting(shown, device) if p.hosted else None, shown=shown, aliases=p.aliases, gpu=p.gpu,
+                      own=simulated_device.OWN if p.indexed else None, kernels=self.kernels)
 
     def refusal(self, op: torch._ops.OpOverload, args: tuple[Any, ...],
                 kwargs: dict[str, Any]) -> BaseException | None:
-        """What MPS raises for this call, if it refuses it."""
+        """What the device raises for this call, if it refuses it."""
+        p = self.profile
         name = op._schema.name.removeprefix("aten::")
-        if name in self.missing or name in self.no_float64:
+        if name in p.missing or name in p.float64_ops:
             self.attempts[name] += 1
-        if name in self.missing or op._name in self.missing_overloads:
-            if not self.profile.type == "mps":  # the dispatcher's error: no kernel for the backend
-                return NotImplementedError(MISSING.format(op=op._name, backend=self.profile.backend))
-            return limits.Limit(_GENERIC["missing_kernel"], op).exception(args, kwargs)
-        if (self.no_float64 == EVERY_OP or name in self.no_float64) and uses_float64(args, kwargs):
-            return TypeError(NO_FLOAT64)
+        if name in p.missing or op._name in p.missing_overloads:
+            if p.missing_as_mps:
+                return limits.Limit(_MISSING_KERNEL, op).exception(args, kwargs)
+            return NotImplementedError(MISSING.format(op=op._name, backend=p.backend))
+        if (p.no_float64 is not None or name in p.float64_ops) and uses_float64(args, kwargs):
+            return TypeError(p.no_float64 or NO_FLOAT64)
         return None
 
     def refuse(self, op: torch._ops.OpOverload, args: tuple[Any, ...],
@@ -206,11 +151,12 @@ class SimulatedKernels:
         """Raise what MPS raises for a call under one of ``op``'s limits; for a limit MPS meets with other values than
         the CPU's, the computation MPS makes instead. A GPU's limited overloads are those CUDA's determinism alerts
         are in: raised (or warned) as CUDA's kernel does under ``torch.use_deterministic_algorithms(True)``."""
-        if self.alerts:
+        if self.profile.alerts:
             determinism.check(op, args, kwargs)
             return None
+        macos = self.profile.macos or limits.DEFAULT_MACOS
         for limit in limits.limits_of(op):
-            if limit.applies(args, kwargs, self.macos):
+            if limit.applies(args, kwargs, macos):
                 if limit.raises is not None:
                     raise self._kept(limit.exception(args, kwargs))
                 return _INSTEAD.get(limit.name)
@@ -225,15 +171,16 @@ class SimulatedKernels:
     def register(self) -> torch.library.Library:
         """Register the device's kernels; they stay registered while the returned library is alive."""
         self.target()
-        simulated_device.configure(self.profile)
-        profiled = _Profiled(self.profile)
+        p = self.profile
+        simulated_device.configure(p)
+        profiled = _Profiled(p)
         kernels = self.kernels
         kernels.clear()
         library = torch.library.Library("_", "IMPL")
         library.fallback(self._kernel, "PrivateUse1", with_keyset=True)
         # autocast passes through, as torch's own devices' autocast keys do (CUDA's policy is the runtime's)
         library.fallback(torch.library.fallthrough_kernel, "AutocastPrivateUse1")
-        sparse = _no_sparse_kernel if self.sparse is not None else self._any_sparse_kernel
+        sparse = _no_kernel(f"Sparse{p.backend}") if p.sparse is not None else self._any_sparse_kernel
         library.fallback(sparse, "SparsePrivateUse1", with_keyset=True)
         kernels[("", "PrivateUse1")], kernels[("", "SparsePrivateUse1")] = self._kernel, sparse
         ops = torch.library.Library("aten", "IMPL")
@@ -247,24 +194,25 @@ class SimulatedKernels:
         for op in self._sparse():
             impl(op, _cpu_kernel(op, "SparseCPU") if op in _SPARSE_PARTS else self._sparse_kernel_of(op),
                  "SparsePrivateUse1")
-        if self.compressed is not None:
-            library.fallback(_no_compressed_kernel, "SparseCsrPrivateUse1", with_keyset=True)
-            kernels[("", "SparseCsrPrivateUse1")] = _no_compressed_kernel
-            for op in (op for op in map(overload, sorted(self.compressed)) if op is not None):
+        if p.compressed is not None:
+            no_compressed = _no_kernel(f"SparseCsr{p.backend}")
+            library.fallback(no_compressed, "SparseCsrPrivateUse1", with_keyset=True)
+            kernels[("", "SparseCsrPrivateUse1")] = no_compressed
+            for op in (op for op in map(overload, sorted(p.compressed)) if op is not None):
                 impl(op, _cpu_kernel(op, "SparseCsrCPU") if op in _COMPRESSED_PARTS else self._sparse_kernel_of(op),
                      "SparseCsrPrivateUse1")
         own: dict[torch._ops.OpOverload, Kernel] = {
             _aten.set_.default: _set_empty, _aten._copy_from.default: _copy_from,
             _aten._copy_from_and_resize.default: _copy_from_and_resize}
-        if self.profile.type == "cuda":  # what CUDA has and the CPU lacks
+        if p.cuda_kernels:
             own.update(cuda_only.kernels())
         in_cpp = self.in_cpp
         computed: set[str] = set()
         if in_cpp:  # the compiled backend's kernel computes them (and allocates and copies)
             plain, host_arguments = self._in_cpp()
             views = [op._name.removeprefix("aten::") for op in _VIEWS]
-            torch.ops.torchdevice_sim.use_kernels(plain, host_arguments, views, self.no_float64 == EVERY_OP,
-                                                  NO_FLOAT64, _device_checks() if self.profile.type == "cuda" else [])
+            torch.ops.torchdevice_sim.use_kernels(plain, host_arguments, views, p.no_float64 is not None,
+                                                  p.no_float64 or "", _device_checks(p.device_checks))
             computed.update(f"aten::{name}" for name in (*plain, *host_arguments))
         else:
             for op in _VIEWS:
@@ -282,14 +230,14 @@ class SimulatedKernels:
         above[_aten.group_norm.default] = _group_norm
         for op, kernel in above.items():
             impl(op, _keyset_unused(kernel), "AutogradPrivateUse1")
-        for name in self.missing_overloads:  # refused also where torch has a kernel for every device
+        for name in p.missing_overloads:  # refused also where torch has a kernel for every device
             missing = overload(name)
             if missing is not None and torch._C._dispatch_has_kernel_for_dispatch_key(
                     name, "CompositeExplicitAutograd"):
                 impl(missing, self._kernel_of(missing))
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", "Warning only once for all operators")  # over torch's own kernels
-            for name in self.limited:  # over the kernels above: MPS checks a call before computing it
+            for name in p.limited:  # over the kernels above: the device checks a call before computing it
                 limited = overload(name)
                 if limited is not None and not self._refused_anyway(limited):
                     key = "AutogradPrivateUse1" if torch._C._dispatch_has_kernel_for_dispatch_key(
@@ -318,14 +266,15 @@ class SimulatedKernels:
         """The overloads that MPS, like the CPU, computes with a kernel of its own where torch also has a composite
         one for other devices (structured ops' functional and in-place overloads, which would call the ``out=``
         overload and pay an extra output; ``addr``, ``native_layer_norm``, whose composite code checks less): those
-        the table does not refuse or have MPS compose; and on a GPU, :data:`_CUDA_BRANCHES`."""
+        the table does not refuse or have MPS compose; and with CUDA's kernels, :data:`_CUDA_BRANCHES`."""
+        p = self.profile
         found = {*torch._C._dispatch_get_registrations_for_dispatch_key("CompositeExplicitAutogradNonFunctional"),
                  *torch._C._dispatch_get_registrations_for_dispatch_key("CompositeExplicitAutograd")}
-        names = [name for name in sorted(found) if name.startswith("aten::") and name not in self.missing_overloads
-                 and name not in self.composed and name.partition(".")[0].removeprefix("aten::") not in self.missing
+        names = [name for name in sorted(found) if name.startswith("aten::") and name not in p.missing_overloads
+                 and name not in p.composed and name.partition(".")[0].removeprefix("aten::") not in p.missing
                  and torch._C._dispatch_has_kernel_for_dispatch_key(name, "CPU")]
-        gpu = _CUDA_BRANCHES if self.profile.type == "cuda" else ()
-        return [*(op for op in map(overload, names) if op is not None), *gpu]
+        branches = _CUDA_BRANCHES if p.cuda_kernels else ()
+        return [*(op for op in map(overload, names) if op is not None), *branches]
 
     def _in_cpp(self) -> tuple[list[str], list[str]]:
         """The overloads the compiled backend's kernel computes (:mod:`.backend`: the CPU's kernel on host views of
@@ -337,12 +286,13 @@ class SimulatedKernels:
                      *registered("CompositeExplicitAutogradNonFunctional")}
         names = {name for name in registered("CPU") if name.startswith("aten::") and name not in composite}
         names.update(op._name for op in self._with_kernels())
-        skipped = {*self.missing_overloads, *self.composed,
+        p = self.profile
+        skipped = {*p.missing_overloads, *p.composed,
                    *(op._name for op in (*_VIEWS, *_WHOLE, _aten.group_norm.default, _aten.set_.default,
                                          _aten._copy_from.default, _aten._copy_from_and_resize.default,
                                          _aten.empty.memory_format, _aten.empty_strided.default, _aten.copy_.default))}
         chosen = sorted(name for name in names if name not in skipped and "sparse" not in name
-                        and name.removeprefix("aten::").partition(".")[0] not in {*self.missing, *HOST_RESULTS})
+                        and name.removeprefix("aten::").partition(".")[0] not in {*p.missing, *HOST_RESULTS})
         host = [name for name in chosen if name.removeprefix("aten::").partition(".")[0] in HOST_ARGUMENTS]
         return [name.removeprefix("aten::") for name in chosen if name not in host], \
             [name.removeprefix("aten::") for name in host]
@@ -371,21 +321,23 @@ class SimulatedKernels:
         """Whether every limit of ``op`` is MPS's float64 refusal met where a composite kernel (``op`` has no CPU
         kernel) makes float64 memory on the device (a conversion, float64 statistics), which the device refuses
         itself: no check before the call is needed (nor its cost on every call)."""
-        return (self.no_float64 == EVERY_OP and not self.alerts
+        return (self.profile.no_float64 == NO_FLOAT64 and not self.profile.alerts
                 and not torch._C._dispatch_has_kernel_for_dispatch_key(op._name, "CPU")
                 and all(limit.row.raises == "TypeError" and "".join(limit.row.message) == NO_FLOAT64
                         for limit in limits.limits_of(op)))
 
     def _sparse(self) -> list[torch._ops.OpOverload]:
-        """The overloads MPS has a sparse kernel of (which a Mac runs rather than a composite one)."""
-        if self.sparse is None:
+        """The overloads the device has a sparse kernel of (which a Mac runs rather than a composite one)."""
+        if self.profile.sparse is None:
             return list(_SPARSE_PARTS)  # and the others computed on the host (:meth:`_any_sparse_kernel`)
-        return [op for op in map(overload, sorted(self.sparse)) if op is not None]
+        return [op for op in map(overload, sorted(self.profile.sparse)) if op is not None]
 
     def _sparse_kernel_of(self, op: torch._ops.OpOverload) -> Any:
+        refusal = self.profile.no_float64
+
         def kernel(keyset: Any, *args: Any, **kwargs: Any) -> Any:
-            if self.no_float64 == EVERY_OP and uses_float64(args, kwargs):
-                raise TypeError(NO_FLOAT64)
+            if refusal is not None and uses_float64(args, kwargs):
+                raise TypeError(refusal)
             return on_host(op, args, kwargs)
 
         return kernel
@@ -401,10 +353,10 @@ class SimulatedKernels:
         return kernel
 
     def _dtype(self, dtype: torch.dtype | None) -> torch.dtype:
-        """The dtype of new device memory; MPS's allocation refuses float64."""
+        """The dtype of new device memory; a device without float64 refuses it (MPS's allocation)."""
         dtype = dtype or torch.get_default_dtype()
-        if self.no_float64 == EVERY_OP and dtype in WIDE:
-            raise TypeError(NO_FLOAT64)
+        if self.profile.no_float64 is not None and dtype in WIDE:
+            raise TypeError(self.profile.no_float64)
         return dtype
 
     def _empty(self, keyset: Any, size: list[int], dtype: torch.dtype | None = None, layout: Any = None,
@@ -437,14 +389,13 @@ class SimulatedKernels:
             raise
 
 
-def _no_sparse_kernel(keyset: Any, op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
-    """An op of sparse tensors that MPS has no sparse kernel of, and no composite kernel serves."""
-    raise NotImplementedError(SPARSE_MISSING.format(op=op._name))
+def _no_kernel(backend: str) -> Kernel:
+    """The kernel of the ops of sparse tensors that ``backend`` (``SparseMPS``, ``SparseCsrCUDA``) has no kernel
+    of, and no composite kernel serves."""
+    def missing(keyset: Any, op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(MISSING.format(op=op._name, backend=backend))
 
-
-def _no_compressed_kernel(keyset: Any, op: torch._ops.OpOverload, *args: Any, **kwargs: Any) -> Any:
-    """An op of sparse compressed tensors that CUDA has no kernel of, and no composite kernel serves."""
-    raise NotImplementedError(COMPRESSED_MISSING.format(op=op._name))
+    return missing
 
 
 def on_host(op: torch._ops.OpOverload, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -533,13 +484,11 @@ class _Aliased(Way):
         _copy_resized(original, host)
 
     def to_device(self, x: torch.Tensor) -> torch.Tensor:
-        if x.layout == torch.sparse_coo or (x.layout != torch.strided and active().type == "cuda"):
+        if x.layout == torch.sparse_coo or (x.layout != torch.strided and active().compressed is not None):
             return _sparse_of(x, self.part)
         if x.layout != torch.strided:
-            device = "the simulated Mac (a Mac runs some of their ops)" if active().type == "mps" else \
-                "a simulated GPU"
-            raise NotImplementedError(f"torchdevice: {x.layout} tensors are not simulated on {device}; run this "
-                                      "program on the cpu target")
+            raise NotImplementedError(f"torchdevice: {x.layout} tensors are not simulated on {active().target}; run "
+                                      "this program on the cpu target")
         return device_tensor(x.resolve_conj().resolve_neg())
 
 
@@ -717,13 +666,11 @@ def _keyset_unused(kernel: Callable[..., Any]) -> Kernel:
     return with_keyset
 
 
-def _device_checks() -> list[str]:
-    """CUDA's kernel wrappers' device checks (``DEVICE_CHECKS``) as the compiled backend takes them: ``op|wrapper|``
-    then each checked argument's ``position:name`` (the overloads this torch lacks left out)."""
-    from torchdevice_generated.cuda_kernels_table import DEVICE_CHECKS
-
+def _device_checks(checks: tuple[tuple[str, str, tuple[str, ...]], ...]) -> list[str]:
+    """A profile's kernel wrappers' device checks as the compiled backend takes them: ``op|wrapper|`` then each
+    checked argument's ``position:name`` (the overloads this torch lacks left out)."""
     rows = []
-    for name, (wrapper, arguments) in DEVICE_CHECKS.items():
+    for name, wrapper, arguments in checks:
         op = overload(name)
         if op is None:
             continue

@@ -6,9 +6,9 @@ While the simulation is installed (every patch through the runtime's patcher):
 - device tensors and their storages say they are on the profile's device (``mps:0``, ``cuda:1``: ``x.device``,
   ``x.is_mps``, printing, ``x.untyped_storage().device``), as a Mac's or a GPU's do, to the program
   and the libraries it uses; torch's own code, which computes with them, gets their device as torch knows it;
-- on the Mac, ``torch.backends.mps`` says MPS is built and available, on the simulated macOS version
-  (:func:`torchdevice.device.limits.macos`), so libraries that pick ``"mps"`` themselves (transformers, peft) do, and
-  the runtime translates ``"mps"`` as it translates ``"cuda"`` (the target's ``aliases``);
+- on a Mac (a profile with a macOS version), ``torch.backends.mps`` says MPS is built and available, on that
+  version (:func:`torchdevice.device.limits.macos`), so libraries that pick ``"mps"`` themselves (transformers,
+  peft) do, and the runtime translates ``"mps"`` as it translates ``"cuda"`` (the profile's ``aliases``);
   and ``torch.mps`` answers for the simulated device: its generator, which ``torch.manual_seed`` seeds too, the
   bytes of its live allocations, synchronisation (nothing to wait for); on a GPU ``torch.cuda`` is the runtime's
   (:mod:`torchdevice.runtime.emulation`), reading the device's memory and card;
@@ -60,9 +60,8 @@ _IS_MPS = vars(torch._C.TensorBase)["is_mps"].__get__
 _STORAGE_DEVICE = vars(torch._C.StorageBase)["device"].__get__
 
 
-def activate(patcher: Patcher, profile: Profile, macos: tuple[int, int] | None = None) -> None:
-    """Present the simulated device as ``profile`` says (Apple silicon on macOS ``macos``) until
-    ``patcher.restore()``."""
+def activate(patcher: Patcher, profile: Profile) -> None:
+    """Present the simulated device as ``profile`` says until ``patcher.restore()``."""
     shown = tuple(profile.shown(i) for i in range(MAX_DEVICES))
 
     def device(self: torch.Tensor) -> torch.device:
@@ -78,8 +77,8 @@ def activate(patcher: Patcher, profile: Profile, macos: tuple[int, int] | None =
 
     patcher.set(torch.Tensor, "device", TensorAttribute("device", device))
     patcher.set(torch.UntypedStorage, "device", property(storage_device))
-    if profile.type == "mps":  # (``is_cuda``, for every target, is the runtime's)
-        _as_a_mac(patcher, macos or (14, 0))
+    if profile.macos is not None:  # (``is_cuda``, for every target, is the runtime's)
+        _as_a_mac(patcher, profile.macos)
     # ``Module.to`` keeps each parameter object (an optimizer built before ``model.cuda()`` trains it): on a Mac by
     # assigning its data, which torch allows between the host and MPS and not with the device that stands for it
     # here; the compiled backend assigns it as torch does for MPS (hosted tensors, as torch's wrapper subclasses, are
@@ -280,7 +279,7 @@ def _restore(storage: Any, location: str, profile: Profile) -> Any:
         return None
     at = int(index) if index.isdigit() else 0
     if at >= profile.devices:
-        raise invalid_ordinal(at, profile.devices) if profile.type == "cuda" else RuntimeError(
+        raise invalid_ordinal(at, profile.devices) if profile.indexed else RuntimeError(
             f"Attempting to deserialize object on {location}, but the device has {profile.devices} device(s)")
     host = storage if storage.device.type == "cpu" else storage.cpu()
     restored = allocate([host.nbytes()], None, torch.uint8, at)
