@@ -23,7 +23,7 @@ runs (a source checkout, or the toolchain an installed wheel carries)."""
 BACKENDS = ("cpu", "cuda", "mps")
 """The backends whose kernels the catalog records for every aten op."""
 
-HAND_WRITTEN = ("tensors", "checkpoints", "amp", "device_classes")
+HAND_WRITTEN = ("tensors", "checkpoints", "amp", "device_classes", "memory_history")
 """The runtime's hand-written entry-point modules (``torchdevice/runtime/<name>.py``), each with a
 ``patch(patcher, installation, emulation)``; ``devices.yaml`` names one as ``by:`` of a ``hand`` entry."""
 
