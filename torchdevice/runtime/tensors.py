@@ -30,7 +30,7 @@ from typing import Any
 import torch
 import torch.utils._device
 
-from torchdevice.callers import torch_internal
+from torchdevice.callers import told_the_truth
 from torchdevice.device.aten import cpp_device
 from torchdevice.device.residence import MARK, PINNED, device_index, mark_of, on_device
 from torchdevice.device.target import Target
@@ -303,9 +303,10 @@ def _residence_property(name: str, answer: bool, target: Target) -> TensorAttrib
     code gets the machine's (it would take CUDA-only paths)."""
     real = vars(torch._C.TensorBase)[name].__get__
     there = on_device(target)
+    point = f"Tensor.{name}"
 
     def get(self: torch.Tensor) -> bool:
-        if not there(self) or torch_internal():
+        if not there(self) or told_the_truth(point):
             return real(self)
         return answer
 

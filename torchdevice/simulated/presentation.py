@@ -39,7 +39,7 @@ import torch.backends.mps
 import torch.mps
 import torch.serialization
 
-from torchdevice.callers import torch_internal
+from torchdevice.callers import told_the_truth
 from torchdevice.device.aten import cpp_device
 from torchdevice.device.host import system_memory
 from torchdevice.device.hosted import HostedTensor
@@ -64,17 +64,21 @@ def activate(patcher: Patcher, profile: Profile, macos: tuple[int, int] | None =
     """Present the simulated device as ``profile`` says (Apple silicon on macOS ``macos``) until
     ``patcher.restore()``."""
     shown = tuple(profile.shown(i) for i in range(MAX_DEVICES))
+    as_shown = {torch.device(NAME, i): device for i, device in enumerate(shown)}
+    """The device the program is shown, by the simulated one (looked up whole: a device's ``type`` is slower)."""
 
     def device(self: torch.Tensor) -> torch.device:
         """The profile's device for the program; torch's own code (Dynamo, the optimizers, serialization) gets the
-        device it computes with, as :func:`torchdevice.callers.torch_internal` tells the two apart."""
+        device it computes with, as :func:`torchdevice.callers.told_the_truth` tells the two apart."""
         found = cpp_device(self)
-        return shown[found.index] if found.type == NAME and not torch_internal() else found
+        program = as_shown.get(found)
+        return found if program is None or told_the_truth("Tensor.device") else program
 
     def storage_device(self: torch.UntypedStorage) -> torch.device:
         """A storage's device as ``device`` answers a tensor's."""
         found = _STORAGE_DEVICE(self)
-        return shown[found.index] if found.type == NAME and not torch_internal() else found
+        program = as_shown.get(found)
+        return found if program is None or told_the_truth("UntypedStorage.device") else program
 
     patcher.set(torch.Tensor, "device", TensorAttribute("device", device))
     patcher.set(torch.UntypedStorage, "device", property(storage_device))
