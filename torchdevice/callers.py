@@ -8,7 +8,8 @@ other libraries it uses. Each point asks :func:`told_the_truth` with its name. T
 outwards, that is neither torchdevice's own nor one that only passes a call on (:data:`_PASSING`), however many
 such frames sit between; its module's audience (:class:`Audience`, from ``catalog/overlays/packages.yaml``) is kept
 per module name until the audiences change (:func:`tell_as_program`). torchdevice's own code that needs the truth
-calls the truthful function itself (``torchdevice.device.aten.cpp_device``, the C attributes).
+calls the truthful function itself (``torchdevice.device.aten.cpp_device``, the C attributes,
+``torchdevice.runtime.activation.cuda_devices``).
 
 Warnings torch raises while a wrapper of ours calls it name the wrapper's line as their place (C
 code names the calling Python frame; ``stacklevel=2`` in Python names the caller): such warnings
@@ -94,13 +95,13 @@ def told_the_truth(point: str) -> bool:
     outwards whose module is neither torchdevice's nor passing (:data:`_PASSING`) is of a :data:`TRUTHFUL`
     audience, or there is none (torchdevice asks for itself)."""
     POINTS[point]  # a point that is not registered is an error
-    frame: FrameType | None = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(2)  # past the point's own frame
     while frame is not None:
         name = frame.f_globals.get("__name__", "")
         try:
             verdict = _verdicts[name]
         except KeyError:
-            audience = audience_of(name)
+            audience = _audience_of(name)
             verdict = _verdicts[name] = None if audience is None else audience in TRUTHFUL
         if verdict is not None:
             return verdict
@@ -108,7 +109,7 @@ def told_the_truth(point: str) -> bool:
     return True
 
 
-def audience_of(module: str) -> Audience | None:
+def _audience_of(module: str) -> Audience | None:
     """The audience of the code of ``module``; None for frames looked through (torchdevice's, :data:`_PASSING`)."""
     if module in _PASSING or module.partition(".")[0] in _OWN:
         return None
