@@ -21,7 +21,7 @@ import torch.distributed as dist
 
 import torchdevice
 from torchdevice import callers
-from torchdevice.device.aten import cpp_device
+from torchdevice.device.aten import cpp_device, true_device
 from torchdevice.patching import Patcher
 
 TARGETS = ("cpu", "mps-sim", "cuda-sim")
@@ -186,3 +186,15 @@ def test_deepspeed_is_told_the_truth_but_on_a_simulated_gpu(scene, module):
     installed; elsewhere it takes the machine's."""
     installed = importlib.util.find_spec("deepspeed") is not None
     assert asked(module, "gate()", torch.cuda.is_available) is (scene.target == "cuda-sim" and installed)
+
+
+def test_torchdevice_code_asks_the_truth_of_a_device_through_true_device(scene):
+    """torchdevice's own code called by the program: ``.device`` answers the program, ``true_device`` what torch's
+    code is told (a FakeTensor's own ``device`` included)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    fake = FakeTensorMode().from_tensor(scene.x)
+    for tensor in (scene.x, torch.nn.Parameter(scene.x), fake):
+        truth = asked("torch.nn.fake", "gate(*args)", getattr, (tensor, "device"))
+        assert asked("torchdevice.x", "gate(*args)", true_device, (tensor,)) == truth
+    assert true_device(scene.x) == cpp_device(scene.x)

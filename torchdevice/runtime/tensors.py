@@ -31,7 +31,7 @@ import torch
 import torch.utils._device
 
 from torchdevice.callers import told_the_truth
-from torchdevice.device.aten import cpp_device
+from torchdevice.device.aten import cpp_device, true_device
 from torchdevice.device.residence import MARK, PINNED, device_index, mark_of, on_device
 from torchdevice.device.target import Target
 from torchdevice.device.to_arguments import parse_to
@@ -221,11 +221,11 @@ class Mover:
                 r.devices[device]  # an index of no emulated device raises CUDA's error
             r.counts.count(slot)
             index = r.current() if device is None else r.index(device)
-            if getattr(self, MARK, None) == index or self.device.type == target.type != "cpu":
+            if getattr(self, MARK, None) == index or true_device(self).type == target.type != "cpu":
                 return self
             if target.type == "cpu":
                 return mark(self.clone(), index)
-            moved = torch.empty(0, dtype=torch.uint8, device=self.device).set_(self).to(r.device_of(index))
+            moved = torch.empty(0, dtype=torch.uint8, device=true_device(self)).set_(self).to(r.device_of(index))
             return mark(moved.untyped_storage(), index)
 
         return cuda

@@ -40,7 +40,7 @@ import torch.mps
 import torch.serialization
 
 from torchdevice.callers import told_the_truth
-from torchdevice.device.aten import cpp_device
+from torchdevice.device.aten import cpp_device, cpp_storage_device
 from torchdevice.device.host import system_memory
 from torchdevice.device.hosted import HostedTensor
 from torchdevice.device.placement import invalid_ordinal
@@ -57,7 +57,6 @@ from torchdevice.simulated.device import (
 from torchdevice.simulated.profile import Profile
 
 _IS_MPS = vars(torch._C.TensorBase)["is_mps"].__get__
-_STORAGE_DEVICE = vars(torch._C.StorageBase)["device"].__get__
 
 
 def activate(patcher: Patcher, profile: Profile, macos: tuple[int, int] | None = None) -> None:
@@ -76,7 +75,7 @@ def activate(patcher: Patcher, profile: Profile, macos: tuple[int, int] | None =
 
     def storage_device(self: torch.UntypedStorage) -> torch.device:
         """A storage's device as ``device`` answers a tensor's."""
-        found = _STORAGE_DEVICE(self)
+        found = cpp_storage_device(self)
         program = as_shown.get(found)
         return found if program is None or told_the_truth("UntypedStorage.device") else program
 
@@ -178,9 +177,9 @@ def _clone(original: Any) -> Any:
     """``UntypedStorage.clone`` (``copy.deepcopy`` of a device tensor): device memory for a device storage."""
     @functools.wraps(original)
     def clone(self: Any) -> Any:
-        if self.device.type != NAME:
+        if cpp_storage_device(self).type != NAME:
             return original(self)
-        copied = allocate([self.nbytes()], None, torch.uint8, _STORAGE_DEVICE(self).index)
+        copied = allocate([self.nbytes()], None, torch.uint8, cpp_storage_device(self).index)
         host_alias(copied).copy_(host_bytes(self))
         return copied.untyped_storage()
 
@@ -191,7 +190,7 @@ def _to(original: Any, profile: Profile) -> Any:
     """``Storage.to(device=...)``: through tensors, which the device's kernels make."""
     @functools.wraps(original)
     def to(self: Any, device: torch.device, non_blocking: bool = False) -> Any:
-        if device.type not in (NAME, profile.type) and self.device.type != NAME:
+        if device.type not in (NAME, profile.type) and cpp_storage_device(self).type != NAME:
             return original(self, device, non_blocking)
         moved = torch.empty(0, dtype=torch.uint8, device=self.device).set_(self).to(device)
         return moved.untyped_storage()
@@ -272,7 +271,7 @@ def _validated_as_shown(validate: Any, shown: tuple[torch.device, ...]) -> Any:
 
 def _tag(storage: Any, profile: Profile) -> str | None:
     """Device storages are recorded at the profile's device (``mps:0``, ``cuda:1``), as the device records them."""
-    found = _STORAGE_DEVICE(storage)
+    found = cpp_storage_device(storage)
     return str(profile.shown(found.index)) if found.type == NAME else None
 
 
@@ -286,7 +285,7 @@ def _restore(storage: Any, location: str, profile: Profile) -> Any:
     if at >= profile.devices:
         raise invalid_ordinal(at, profile.devices) if profile.type == "cuda" else RuntimeError(
             f"Attempting to deserialize object on {location}, but the device has {profile.devices} device(s)")
-    host = storage if storage.device.type == "cpu" else storage.cpu()
+    host = storage if cpp_storage_device(storage).type == "cpu" else storage.cpu()
     restored = allocate([host.nbytes()], None, torch.uint8, at)
     host_alias(restored).copy_(host_bytes(host))
     return restored.untyped_storage()
