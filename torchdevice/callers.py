@@ -60,7 +60,7 @@ class Point:
 
 
 POINTS: dict[str, Point] = {
-    "cuda.is_available": Point("True", "whether CUDA is there (not here)"),
+    "cuda.is_available": Point("True", "False: torch's code takes no CUDA path"),
     "cuda.is_initialized": Point("True", "False"),
     "cuda.device_count": Point("the emulated devices", "0"),
     "accelerator.current_accelerator": Point("cuda", "None"),
