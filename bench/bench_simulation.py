@@ -53,6 +53,7 @@ def _cases(device: str) -> list[tuple[str, Callable[[], object], int]]:
     gpt = _gpt()(vocab=32, block=32).to(device)
     tokens = torch.randint(32, (8, 33), device=device)
     return [
+        ("x.device (the profile's device, shown to the program)", lambda: small.device, 100_000),
         ("add of 16 floats", lambda: small + 1, 20_000),
         ("view small[2:]", lambda: small[2:], 20_000),
         ("add of 1M floats", lambda: large + 1, 200),

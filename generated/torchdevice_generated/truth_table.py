@@ -8,7 +8,7 @@ TOLD_THE_TRUTH: dict[str, tuple[str, ...]] = {
     'deepspeed': ('torch.cuda.device_count', 'torch.cuda.is_available'),
 }
 """Module name -> the torch functions it probes to choose a backend of its own. The code of the module and of its
-submodules is answered as torch's own code is (``torchdevice.callers.torch_internal``): no CUDA."""
+submodules is answered as torch's own code is (``torchdevice.callers.told_the_truth``): no CUDA."""
 
 TOLD_AS_PROGRAM: frozenset[str] = frozenset({
     'torch.random',

@@ -62,6 +62,17 @@ def test_target_and_passthrough():
         torchdevice.install("tpu")
 
 
+def test_targets_are_resolved_against_the_machine_while_the_program_is_told_cuda(monkeypatch):
+    """Installed, the program is told CUDA is there; choosing a target still asks the machine (no CUDA here)."""
+    monkeypatch.delenv("TORCHDEVICE_TARGET", raising=False)
+    best = runtime.resolve()
+    with torchdevice.installed("cpu"):
+        assert torch.cuda.is_available() and runtime.cuda_devices() == 0
+        assert runtime.resolve() == best
+        with pytest.raises(RuntimeError, match="CUDA is not available"):
+            runtime.resolve("cuda")
+
+
 def test_install_is_idempotent_and_installed_restores_the_previous_state(on_cpu):
     zeros = torch.zeros
     assert torchdevice.install("cpu") == on_cpu

@@ -33,7 +33,7 @@ def facts() -> dict[str, Any]:
 
     from torchdevice import releases
     from torchdevice.device.target import SIMULATED_MPS
-    from torchdevice.runtime.activation import resolve
+    from torchdevice.runtime.activation import cuda_devices, resolve
 
     try:
         target, error = resolve(), None
@@ -51,7 +51,7 @@ def facts() -> dict[str, Any]:
         "torch_facts": releases.facts(),
         "simulated_backend": _backend(),
         "devices": {
-            "cuda": torch.cuda.device_count() if torch.cuda.is_available() else 0,
+            "cuda": cuda_devices(),
             "mps": torch.backends.mps.is_available(),
             "cpu": os.cpu_count() or 1,
             "mlx": importlib.util.find_spec("mlx") is not None,

@@ -25,6 +25,15 @@ cpp_device: Callable[[torch.Tensor], torch.device] = vars(torch._C.TensorBase)["
 """A tensor's device as torch's C++ knows it, whatever ``Tensor.device`` shows the program (the simulated Mac's
 device tensors say ``mps:0``)."""
 
+cpp_storage_device: Callable[[torch.UntypedStorage], torch.device] = vars(torch._C.StorageBase)["device"].__get__
+"""A storage's device as torch's C++ knows it (see :data:`cpp_device`)."""
+
+
+def true_device(t: torch.Tensor) -> torch.device:
+    """``t.device`` as torch's own code is told it. torchdevice's code asks this: ``t.device`` answers the code that
+    called into torchdevice (:mod:`torchdevice.callers`); a subclass's own ``device`` (FakeTensor's) is its answer."""
+    return cpp_device(t) if type(t).device is vars(torch.Tensor).get("device") else t.device
+
 
 def tree_map(fn: Callable[..., Any], value: Any, *extra: Any) -> Any:
     """``value`` with each leaf ``x`` (anything but a list or tuple) replaced by ``fn(x, *extra)``, in

@@ -12,6 +12,8 @@ from typing import Any
 
 import torch
 
+from torchdevice.device.aten import true_device
+
 
 @dataclass(frozen=True)
 class ToArguments:
@@ -32,6 +34,6 @@ def parse_to(args: tuple[Any, ...], kwargs: dict[str, Any]) -> ToArguments:
     other = rest[0] if rest and isinstance(rest[0], torch.Tensor) else options.get("other")
     if other is not None:
         non_blocking = rest[1] if len(rest) > 1 else options.get("non_blocking", False)
-        return ToArguments(other.device, other.dtype, non_blocking, copy, torch.preserve_format)
+        return ToArguments(true_device(other), other.dtype, non_blocking, copy, torch.preserve_format)
     device, dtype, non_blocking, memory_format = torch._C._nn._parse_to(*rest, **options)
     return ToArguments(device, dtype, non_blocking, copy, memory_format)

@@ -15,7 +15,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from torchdevice.callers import torch_internal
+from torchdevice.callers import told_the_truth
 from torchdevice.distributed.groups import asked_for
 from torchdevice.patching import Patcher
 
@@ -47,7 +47,7 @@ def _cuda_answer(query: Callable[..., Any], which: int, default_group: bool = Tr
     @functools.wraps(query)
     def answer(group: Any = None) -> Any:
         truth = query() if group is None and default_group else query(group)  # torch's checks and errors
-        if torch_internal():
+        if told_the_truth("distributed.backend"):
             return truth
         if group is None and default_group:
             import torch.distributed.distributed_c10d as c10d

@@ -15,12 +15,13 @@ from typing import Any
 
 import torch
 
+from torchdevice.device.aten import true_device
 from torchdevice.device.placement import invalid_ordinal
 
 
 def module_device_ids(module: torch.nn.Module) -> list[torch.device] | None:
-    """What ``device_ids`` must be for DDP to accept ``module`` where it now lives."""
-    devices = {p.device for p in module.parameters()}
+    """What ``device_ids`` must be for DDP to accept ``module`` where it now lives (the device DDP computes with)."""
+    devices = {true_device(p) for p in module.parameters()}
     if len(devices) != 1:
         return None
     (device,) = devices

@@ -30,6 +30,8 @@ from typing import Any
 import mlx.core as mx
 import torch
 
+from torchdevice.device.aten import true_device
+
 
 class MlxUnsupported(Exception):
     """This call cannot run on MLX as given (argument, dtype, autograd); run it elsewhere."""
@@ -110,7 +112,7 @@ def to_mlx(t: torch.Tensor, dtype: torch.dtype | None = None, *, downcast: bool 
         t = t.to(_NARROWED[t.dtype])
     source = mlx_dtype(t.dtype)  # refuses float64 even when a cast is asked for: it would narrow it
     target = source if dtype is None else mlx_dtype(dtype)
-    if t.device.type != "cpu":
+    if true_device(t).type != "cpu":
         t = t.cpu()
     a = mx.from_dlpack(t.detach().resolve_conj().resolve_neg())
     return a if source == target else a.astype(target)
@@ -142,7 +144,7 @@ def device_of(*values: Any) -> torch.device | None:
     """The device of the first tensor among ``values`` (searching lists/tuples); None if none."""
     for v in values:
         if isinstance(v, torch.Tensor):
-            return v.device
+            return true_device(v)
         if isinstance(v, (list, tuple)):
             found = device_of(*v)
             if found is not None:

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from torchdevice.device import host_call
-from torchdevice.device.aten import OpSchema, tree_map
+from torchdevice.device.aten import OpSchema, tree_map, true_device
 from torchdevice.device.host_call import CPU, Way
 from torchdevice.device.placement import HOST_RESULTS
 from torchdevice.device.target import Target
@@ -89,7 +89,7 @@ class Copied(Way):
         return copy
 
     def to_device(self, x: torch.Tensor) -> torch.Tensor:
-        return x if x.device == self.device else x.to(self.device)
+        return x if true_device(x) == self.device else x.to(self.device)
 
 
 def on_cpu(schema: OpSchema, args: tuple[Any, ...], kwargs: dict[str, Any], target: Target) -> Any:

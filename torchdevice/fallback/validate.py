@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from torchdevice.device.aten import OpSchema
+from torchdevice.device.aten import OpSchema, true_device
 
 log = logging.getLogger("torchdevice.fallback")
 
@@ -153,7 +153,7 @@ def _signature(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         if value.layout != torch.strided:
             raise Unverifiable(f"a {value.layout} tensor")
-        return value.shape, value.stride(), value.dtype, value.device
+        return value.shape, value.stride(), value.dtype, true_device(value)
     if isinstance(value, (list, tuple)):
         return tuple(_signature(v) for v in value)
     return type(value), value  # 1, 1.0 and True are equal keys, not equal arguments
@@ -175,7 +175,7 @@ def _meta(x: Any, devices: set[torch.device]) -> Any:
         if x.layout != torch.strided:
             raise Unverifiable(f"a {x.layout} tensor")
         if x.dim():
-            devices.add(x.device)
+            devices.add(true_device(x))
         return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device=META)
     if isinstance(x, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in x):
         return [_meta(v, devices) for v in x]

@@ -107,6 +107,16 @@ def _install(target: str | torch.device | None, prefer_mlx: bool, devices: int |
         return state.device
 
 
+_CUDA = (torch.cuda.is_available, torch.cuda.device_count)
+"""torch's own answers, bound before any install replaces them (which then answer the program, not the machine)."""
+
+
+def cuda_devices() -> int:
+    """The CUDA devices this machine has."""
+    available, count = _CUDA
+    return count() if available() else 0
+
+
 def resolve(requested: str | torch.device | None = None) -> str:
     """The name of the target ``"cuda"`` should mean: ``requested``, else ``$TORCHDEVICE_TARGET``, else the best
     present.
@@ -119,7 +129,7 @@ def resolve(requested: str | torch.device | None = None) -> str:
     """
     name = requested if requested is not None else os.environ.get("TORCHDEVICE_TARGET") or None
     if name is None:
-        if torch.cuda.is_available():
+        if cuda_devices():
             return "cuda"
         return "mps" if torch.backends.mps.is_available() else _simulated_or_cpu(SIMULATED_CUDA, asked=False)
     source = "" if requested is not None else f" (TORCHDEVICE_TARGET={name})"
@@ -132,7 +142,7 @@ def resolve(requested: str | torch.device | None = None) -> str:
         return _simulated_or_cpu(kind, asked=True)
     if kind == "mps" and not torch.backends.mps.is_available():
         raise RuntimeError(f"torchdevice: target 'mps' requested{source} but MPS is not available on this machine")
-    if kind == "cuda" and not torch.cuda.is_available():
+    if kind == "cuda" and not cuda_devices():
         raise RuntimeError(f"torchdevice: target 'cuda' requested{source} but CUDA is not available on this machine")
     return kind
 

@@ -22,6 +22,7 @@ import torch._weights_only_unpickler
 import torch.serialization
 import torch.utils.data
 
+from torchdevice.device.aten import cpp_storage_device
 from torchdevice.device.hosted import Hosting
 from torchdevice.device.residence import MARK
 from torchdevice.patching import Patcher
@@ -64,7 +65,7 @@ def _hosted_rebuild(rebuild: Any, r: Installation, hosting: Hosting) -> Any:
     @functools.wraps(rebuild)
     def rebuild_tensor(storage: Any, *args: Any, **kwargs: Any) -> Any:
         data = storage._untyped_storage
-        if storage.dtype not in hosting.dtypes or data.device.type != r.device.type:
+        if storage.dtype not in hosting.dtypes or cpp_storage_device(data).type != r.device.type:
             return rebuild(storage, *args, **kwargs)
         copy = torch.storage.TypedStorage(wrap_storage=data.cpu(), dtype=storage.dtype, _internal=True)
         held = hosting.hold(rebuild(copy, *args, **kwargs))

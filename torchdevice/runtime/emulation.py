@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from torchdevice.callers import torch_internal
+from torchdevice.callers import told_the_truth
 from torchdevice.device import cuda_memory
 from torchdevice.device.aten import cpp_device
 from torchdevice.device.host import system_memory
@@ -137,18 +137,18 @@ class Emulation:
     @staticmethod
     def is_available() -> bool:
         """True for the program and its libraries; torch's own code gets the real answer (no CUDA)."""
-        return not torch_internal()
+        return not told_the_truth("cuda.is_available")
 
     @word
     @staticmethod
     def is_initialized() -> bool:
         """Like :meth:`is_available`: the emulated device is ready as soon as it is available."""
-        return not torch_internal()
+        return not told_the_truth("cuda.is_initialized")
 
     @word
     def device_count(self) -> int:
         """The emulated devices for the program; torch's own code sees none."""
-        return 0 if torch_internal() else self.installation.emulated
+        return 0 if told_the_truth("cuda.device_count") else self.installation.emulated
 
     @word
     def current_device(self) -> int:
@@ -521,7 +521,7 @@ class Emulation:
     def current_accelerator(check_available: bool = False) -> torch.device | None:
         """``cuda`` for the program and its libraries (always available); torch's own code gets the real
         answer (none), as for :meth:`is_available`."""
-        return None if torch_internal() else torch.device("cuda")
+        return None if told_the_truth("accelerator.current_accelerator") else torch.device("cuda")
 
     @word
     def accelerator_capability(self, device: Any = None, /) -> dict[str, Any]:

@@ -30,8 +30,8 @@ from typing import Any
 import torch
 import torch.utils._device
 
-from torchdevice.callers import torch_internal
-from torchdevice.device.aten import cpp_device
+from torchdevice.callers import told_the_truth
+from torchdevice.device.aten import cpp_device, true_device
 from torchdevice.device.residence import MARK, PINNED, device_index, mark_of, on_device
 from torchdevice.device.target import Target
 from torchdevice.device.to_arguments import parse_to
@@ -222,11 +222,11 @@ class Mover:
                 r.devices[device]  # an index of no emulated device raises CUDA's error
             r.counts.count(slot)
             index = r.current() if device is None else r.index(device)
-            if getattr(self, MARK, None) == index or self.device.type == target.type != "cpu":
+            if getattr(self, MARK, None) == index or true_device(self).type == target.type != "cpu":
                 return self
             if target.type == "cpu":
                 return mark(self.clone(), index)
-            moved = torch.empty(0, dtype=torch.uint8, device=self.device).set_(self).to(r.device_of(index))
+            moved = torch.empty(0, dtype=torch.uint8, device=true_device(self)).set_(self).to(r.device_of(index))
             return mark(moved.untyped_storage(), index)
 
         return cuda
@@ -304,9 +304,10 @@ def _residence_property(name: str, answer: bool, target: Target) -> TensorAttrib
     code gets the machine's (it would take CUDA-only paths)."""
     real = vars(torch._C.TensorBase)[name].__get__
     there = on_device(target)
+    point = f"Tensor.{name}"
 
     def get(self: torch.Tensor) -> bool:
-        if not there(self) or torch_internal():
+        if not there(self) or told_the_truth(point):
             return real(self)
         return answer
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from torchdevice.device.aten import true_device
 from torchdevice.device.limits import C10_NAMES
 
 _HALF = (torch.float16, torch.bfloat16)
@@ -135,7 +136,7 @@ def _gather_stats_with_counts(keyset: Any, input: torch.Tensor, mean: torch.Tens
     for maybe, name in ((running_mean, "running_mean"), (running_var, "running_mean"), (counts, "counts")):
         _expect(maybe, scalar, name)  # running_var named so by CUDA's check
     with torch.no_grad():
-        avg = torch.zeros(mean.size(1), dtype=acc, device=mean.device)
+        avg = torch.zeros(mean.size(1), dtype=acc, device=true_device(mean))
         var_n, n = torch.zeros_like(avg), 0
         for m, s, count in zip(mean, invstd, counts[:mean.size(0)].tolist(), strict=True):  # in rank order
             factor = 1.0 / (n + count) if n + count else math.inf
@@ -155,7 +156,7 @@ def _gather_stats(keyset: Any, input: torch.Tensor, mean: torch.Tensor, invstd: 
     if mean.dim() != 2:
         raise RuntimeError(f"batch_norm_gather_stats: expected mean to be 2-dimensional (world_size, num_features), "
                            f"but got mean of sizes {list(mean.shape)}")
-    counts = torch.full((mean.size(0),), count, device=input.device,
+    counts = torch.full((mean.size(0),), count, device=true_device(input),
                         dtype=(running_mean if running_mean is not None else input).dtype)
     return _gather_stats_with_counts(keyset, input, mean, invstd, running_mean, running_var, momentum, eps, counts)
 

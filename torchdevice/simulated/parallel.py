@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from torchdevice.callers import tell_as_program, torch_internal
+from torchdevice.callers import tell_as_program, told_the_truth
 from torchdevice.device.aten import cpp_device
 from torchdevice.patching import Patcher
 from torchdevice.simulated.device import NAME, current
@@ -40,7 +40,7 @@ def _accelerator(truth: Callable[[bool], torch.device]) -> Callable[[bool], torc
     """``torch._C._get_accelerator`` answering CUDA to the program and to the modules answered as it is (FSDP2's
     default device mesh), the backend itself (``simulated``) to torch's own code."""
     def _get_accelerator(check: bool = False) -> torch.device:
-        return truth(check) if torch_internal() else torch.device("cuda")
+        return truth(check) if told_the_truth("_C._get_accelerator") else torch.device("cuda")
 
     return _get_accelerator
 

@@ -39,8 +39,8 @@ import torch.backends.mps
 import torch.mps
 import torch.serialization
 
-from torchdevice.callers import torch_internal
-from torchdevice.device.aten import cpp_device
+from torchdevice.callers import told_the_truth
+from torchdevice.device.aten import cpp_device, cpp_storage_device
 from torchdevice.device.host import system_memory
 from torchdevice.device.hosted import HostedTensor
 from torchdevice.device.placement import invalid_ordinal
@@ -57,23 +57,26 @@ from torchdevice.simulated.device import (
 from torchdevice.simulated.profile import Profile
 
 _IS_MPS = vars(torch._C.TensorBase)["is_mps"].__get__
-_STORAGE_DEVICE = vars(torch._C.StorageBase)["device"].__get__
 
 
 def activate(patcher: Patcher, profile: Profile) -> None:
     """Present the simulated device as ``profile`` says until ``patcher.restore()``."""
     shown = tuple(profile.shown(i) for i in range(MAX_DEVICES))
+    as_shown = {torch.device(NAME, i): device for i, device in enumerate(shown)}
+    """The device the program is shown, by the simulated one (looked up whole: a device's ``type`` is slower)."""
 
     def device(self: torch.Tensor) -> torch.device:
         """The profile's device for the program; torch's own code (Dynamo, the optimizers, serialization) gets the
-        device it computes with, as :func:`torchdevice.callers.torch_internal` tells the two apart."""
+        device it computes with, as :func:`torchdevice.callers.told_the_truth` tells the two apart."""
         found = cpp_device(self)
-        return shown[found.index] if found.type == NAME and not torch_internal() else found
+        program = as_shown.get(found)
+        return found if program is None or told_the_truth("Tensor.device") else program
 
     def storage_device(self: torch.UntypedStorage) -> torch.device:
         """A storage's device as ``device`` answers a tensor's."""
-        found = _STORAGE_DEVICE(self)
-        return shown[found.index] if found.type == NAME and not torch_internal() else found
+        found = cpp_storage_device(self)
+        program = as_shown.get(found)
+        return found if program is None or told_the_truth("UntypedStorage.device") else program
 
     patcher.set(torch.Tensor, "device", TensorAttribute("device", device))
     patcher.set(torch.UntypedStorage, "device", property(storage_device))
@@ -173,9 +176,9 @@ def _clone(original: Any) -> Any:
     """``UntypedStorage.clone`` (``copy.deepcopy`` of a device tensor): device memory for a device storage."""
     @functools.wraps(original)
     def clone(self: Any) -> Any:
-        if self.device.type != NAME:
+        if cpp_storage_device(self).type != NAME:
             return original(self)
-        copied = allocate([self.nbytes()], None, torch.uint8, _STORAGE_DEVICE(self).index)
+        copied = allocate([self.nbytes()], None, torch.uint8, cpp_storage_device(self).index)
         host_alias(copied).copy_(host_bytes(self))
         return copied.untyped_storage()
 
@@ -186,7 +189,7 @@ def _to(original: Any, profile: Profile) -> Any:
     """``Storage.to(device=...)``: through tensors, which the device's kernels make."""
     @functools.wraps(original)
     def to(self: Any, device: torch.device, non_blocking: bool = False) -> Any:
-        if device.type not in (NAME, profile.type) and self.device.type != NAME:
+        if device.type not in (NAME, profile.type) and cpp_storage_device(self).type != NAME:
             return original(self, device, non_blocking)
         moved = torch.empty(0, dtype=torch.uint8, device=self.device).set_(self).to(device)
         return moved.untyped_storage()
@@ -267,7 +270,7 @@ def _validated_as_shown(validate: Any, shown: tuple[torch.device, ...]) -> Any:
 
 def _tag(storage: Any, profile: Profile) -> str | None:
     """Device storages are recorded at the profile's device (``mps:0``, ``cuda:1``), as the device records them."""
-    found = _STORAGE_DEVICE(storage)
+    found = cpp_storage_device(storage)
     return str(profile.shown(found.index)) if found.type == NAME else None
 
 
@@ -281,7 +284,7 @@ def _restore(storage: Any, location: str, profile: Profile) -> Any:
     if at >= profile.devices:
         raise invalid_ordinal(at, profile.devices) if profile.indexed else RuntimeError(
             f"Attempting to deserialize object on {location}, but the device has {profile.devices} device(s)")
-    host = storage if storage.device.type == "cpu" else storage.cpu()
+    host = storage if cpp_storage_device(storage).type == "cpu" else storage.cpu()
     restored = allocate([host.nbytes()], None, torch.uint8, at)
     host_alias(restored).copy_(host_bytes(host))
     return restored.untyped_storage()

@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from torchdevice.device.aten import true_device
+
 
 @dataclass(frozen=True)
 class Scores:
@@ -79,7 +81,7 @@ def attend(q: Tensor, k: Tensor, v: Tensor, scores: Scores, *, scale: float | No
     allowed = scores.allowed
     if is_causal:
         n_q, n_k = s.shape[-2:]
-        allowed = torch.ones(n_q, n_k, dtype=torch.bool, device=s.device).tril()
+        allowed = torch.ones(n_q, n_k, dtype=torch.bool, device=true_device(s)).tril()
     if allowed is not None:
         s = s.masked_fill(~allowed, float("-inf"))
     lse = torch.logsumexp(s, dim=-1)

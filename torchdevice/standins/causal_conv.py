@@ -11,6 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from torchdevice.device.aten import true_device
+
 
 def _conv(window: Tensor, weight: Tensor, bias: Tensor | None, silu: bool) -> Tensor:
     """The valid depthwise convolution of ``window`` ``(batch, dim, width - 1 + seqlen)`` in float32."""
@@ -101,7 +103,7 @@ def causal_conv1d_update(x: Tensor, conv_state: Tensor, weight: Tensor, bias: Te
     batch, dim, length = x.shape
     width, state_len = weight.shape[1], conv_state.shape[-1]
     with torch.no_grad():
-        rows = torch.arange(batch, device=x.device) if conv_state_indices is None else conv_state_indices.long()
+        rows = torch.arange(batch, device=true_device(x)) if conv_state_indices is None else conv_state_indices.long()
         valid = rows >= 0
         state = conv_state[rows.clamp(min=0)]
         if cache_seqlens is None:
@@ -109,9 +111,9 @@ def causal_conv1d_update(x: Tensor, conv_state: Tensor, weight: Tensor, bias: Te
             window, state = new[..., -(length + width - 1):], new[..., -state_len:]
         else:
             start = cache_seqlens.long()[:, None]
-            taps = torch.remainder(torch.arange(-(width - 1), 0, device=x.device) + start, state_len)
+            taps = torch.remainder(torch.arange(-(width - 1), 0, device=true_device(x)) + start, state_len)
             window = torch.cat([state.gather(2, taps[:, None].expand(-1, dim, -1)), x.to(state.dtype)], dim=-1)
-            written = torch.remainder(torch.arange(length, device=x.device) + start, state_len)
+            written = torch.remainder(torch.arange(length, device=true_device(x)) + start, state_len)
             state = state.scatter(2, written[:, None].expand(-1, dim, -1), x.to(state.dtype))
         out.copy_(_conv(window, weight, bias, silu_activation).masked_fill(~valid[:, None, None], 0.0))
         conv_state[rows[valid]] = state[valid]

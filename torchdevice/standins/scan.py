@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from torchdevice.device.aten import true_device
+
 CHUNK = 2048
 """The kernel's chunk length: ``fwd`` returns the state at the end of each chunk (``x[:, :, c, 1::2]``)."""
 
@@ -72,7 +74,7 @@ def selective_scan_fwd(u: Tensor, delta: Tensor, A: Tensor, B: Tensor, C: Tensor
         out, out_z = _outputs(h, c, u, D, z)
         length = u.shape[2]
         chunks = -(-length // CHUNK)
-        ends = torch.arange(CHUNK - 1, chunks * CHUNK, CHUNK, device=u.device).clamp(max=length - 1)
+        ends = torch.arange(CHUNK - 1, chunks * CHUNK, CHUNK, device=true_device(u)).clamp(max=length - 1)
         products = F.pad(log_a, (0, 0, 0, chunks * CHUNK - length)).unflatten(2, (chunks, CHUNK)).sum(3).exp()
         x = torch.stack([products, h[:, :, ends]], dim=-1).flatten(-2)
         result = [out.to(delta.dtype), x]
