@@ -33,6 +33,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cctype>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -442,10 +443,11 @@ void check_devices(const DeviceCheck& check_of, const torch::jit::Stack& stack, 
   }
 }
 
-// What a tensor's type is called in torch's C++ messages (`CUDAFloatType`; torch's Python names it
-// `torch.cuda.FloatTensor` in the message the program reads).
+// What a tensor's type is called in torch's C++ messages (`CUDAFloatType`: the device type's name in capitals, as
+// c10 names its backends; torch's Python names it `torch.cuda.FloatTensor` in the message the program reads).
 std::string type_name(const at::Tensor& t) {
-  std::string backend = t.device().type() != kDevice ? "CPU" : shown_type == "cuda" ? "CUDA" : "MPS";
+  std::string backend = t.device().type() != kDevice ? "cpu" : shown_type;
+  std::transform(backend.begin(), backend.end(), backend.begin(), [](unsigned char c) { return std::toupper(c); });
   return backend + c10::toString(t.scalar_type()) + "Type";
 }
 
