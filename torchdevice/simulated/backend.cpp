@@ -407,7 +407,10 @@ struct DeviceCheck {
   std::string wrapper;
   std::vector<std::pair<size_t, std::string>> arguments;
 };
-std::unordered_map<std::string, DeviceCheck> device_checks;  // by operator ("aten::mm", "aten::mm.out")
+// By operator, found by its schema (one per registered operator: no name built per call); `cudnn_check`:
+// `cudnn_convolution`'s, which a GPU's convolution meets after its own check.
+std::unordered_map<const c10::FunctionSchema*, DeviceCheck> device_checks;
+const DeviceCheck* cudnn_check = nullptr;
 
 std::string device_name(const c10::Device& device) {
   return device.type() == kDevice ? shown_type + ":" + std::to_string(device.index()) : device.str();
@@ -464,9 +467,8 @@ void check_convolution(const torch::jit::Stack& stack, size_t first) {
                 ") should be the same");
     TORCH_CHECK(!bias.defined() || same(bias), "Input type (", type_name(input), ") and bias type (",
                 type_name(bias), ") should be the same");
-    auto cudnn = device_checks.find("aten::cudnn_convolution");
-    if (cudnn != device_checks.end()) {
-      check_devices(cudnn->second, stack, first);
+    if (cudnn_check != nullptr) {
+      check_devices(*cudnn_check, stack, first);
     }
   } else if (input.device().is_cpu() && input.scalar_type() == c10::kFloat &&
              at::globalContext().userEnabledMkldnn()) {
@@ -482,7 +484,7 @@ void check_devices(const c10::OperatorHandle& op, const torch::jit::Stack& stack
   if (device_checks.empty()) {
     return;
   }
-  auto found = device_checks.find(c10::toString(op.operator_name()));
+  auto found = device_checks.find(&op.schema());
   if (found != device_checks.end()) {
     check_devices(found->second, stack, first);
   }
@@ -751,6 +753,7 @@ void use_kernels(c10::List<std::string> ops, c10::List<std::string> host_argumen
   TORCH_CHECK(hooks != nullptr, "torchdevice: register the simulated backend first");
   refusals = Refusals{wide, std::move(wide_message)};
   device_checks.clear();
+  cudnn_check = nullptr;
   for (const std::string& row : checks) {
     std::vector<std::string> parts;
     std::stringstream fields(row);
@@ -758,7 +761,16 @@ void use_kernels(c10::List<std::string> ops, c10::List<std::string> host_argumen
       parts.push_back(part);
     }
     TORCH_CHECK(parts.size() >= 2, "torchdevice: a device check is 'op|wrapper|position:name...', not ", row);
-    DeviceCheck& check = device_checks[parts[0]];
+    auto dot = parts[0].find('.');
+    auto op = c10::Dispatcher::singleton().findOp(
+        {parts[0].substr(0, dot), dot == std::string::npos ? "" : parts[0].substr(dot + 1)});
+    if (!op) {
+      continue;
+    }
+    DeviceCheck& check = device_checks[&op->schema()];
+    if (parts[0] == "aten::cudnn_convolution") {
+      cudnn_check = &check;
+    }
     check.wrapper = parts[1];
     for (size_t i = 2; i < parts.size(); i++) {
       auto colon = parts[i].find(':');
@@ -789,6 +801,7 @@ void use_kernels(c10::List<std::string> ops, c10::List<std::string> host_argumen
 void release_kernels() {
   kernels.reset();
   device_checks.clear();
+  cudnn_check = nullptr;
 }
 
 // New device memory of device `index` (-1: the current one) for a tensor of `size` and `stride`.
